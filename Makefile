@@ -1,0 +1,122 @@
+# resv: unique-key reservations on MongoDB, for LuaJIT.
+#
+#   make            build $(O)/libresv.so and $(O)/libresv.a
+#   make demo       install what is missing, build, run the demo
+#   make test       install what is missing, build, run every test
+#   make asan/tsan  the C tests under AddressSanitizer+UBSan / ThreadSanitizer
+#   make valgrind   the C tests under valgrind's leak checker
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# O names the build folder, so several builds (and several people) can
+# share one work tree: make O=build-asan.
+
+O       ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+PYTHON  ?= /usr/bin/python3
+LUAJIT  ?= luajit
+VERSION := 0.1.0
+
+PKGS      := libmongoc-1.0 libbson-1.0
+DEPS_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEPS_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+           -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef \
+           -Wcast-align -Wwrite-strings -Wno-unused-parameter
+OPT     ?= -O2 -g
+SAN     ?=
+CFLAGS_ALL  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
+              $(WARN) $(DEPS_CFLAGS) $(CFLAGS)
+LDFLAGS_ALL = $(SAN) $(LDFLAGS)
+LIBS_ALL    = $(DEPS_LIBS) -lpthread
+
+LIB_SRC  := $(sort $(wildcard csrc/*.c))
+LIB_OBJ  := $(LIB_SRC:csrc/%.c=$(O)/obj/%.o)
+TEST_SRC := $(sort $(wildcard csrc/test/*.c))
+TEST_OBJ := $(TEST_SRC:csrc/test/%.c=$(O)/obj/test/%.o)
+HEADERS  := $(wildcard csrc/*.h csrc/test/*.h)
+
+# Debian packages the project needs; `make deps` installs the missing ones.
+DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
+                luajit2 lua-busted nginx-core libnginx-mod-http-lua \
+                python3-mockupdb python3-mongomock python3-pymongo valgrind
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps demo test test-c test-emulator asan tsan valgrind \
+        install uninstall clean
+
+all: $(O)/libresv.so $(O)/libresv.a
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(O)/obj/%.o: csrc/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(O)/obj/test/%.o: csrc/test/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icsrc $(shell pkg-config --cflags check) -c $< -o $@
+
+$(O)/libresv.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libresv.so $(LDFLAGS_ALL) -o $@ $^ $(LIBS_ALL)
+
+$(O)/libresv.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(O)/libresv.a $(LIBS_ALL) \
+	  $(shell pkg-config --libs check)
+
+# ---- tests ------------------------------------------------------------
+
+test: deps
+	$(MAKE) test-c test-emulator
+
+# The C suite runs against MONGODB_URI when set, else a fresh emulator.
+test-c: $(O)/resv_tests
+	scripts/with-mongo $(O)/resv_tests
+
+test-emulator:
+	$(PYTHON) emulator/tests/run.py
+
+asan: deps
+	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
+
+tsan: deps
+	$(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
+
+valgrind: deps $(O)/resv_tests
+	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
+	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
+	  --errors-for-leak-kinds=definite,indirect,possible $(O)/resv_tests
+
+# ---- demo -------------------------------------------------------------
+
+demo: deps all
+	$(O)/resv_demo 2>/dev/null || true
+
+# ---- install ----------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 csrc/resv.h $(DESTDIR)$(PREFIX)/include/resv.h
+	install -m 755 $(O)/libresv.so $(DESTDIR)$(PREFIX)/lib/libresv.so
+	install -m 644 $(O)/libresv.a $(DESTDIR)$(PREFIX)/lib/libresv.a
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' resv.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/resv.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/resv.h $(DESTDIR)$(PREFIX)/lib/libresv.so \
+	  $(DESTDIR)$(PREFIX)/lib/libresv.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/resv.pc
+
+clean:
+	rm -rf build build-*

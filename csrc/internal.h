@@ -1,0 +1,175 @@
+/* internal.h: what the files of the core share and the public header hides.
+ *
+ * The store (store.c) owns a backend, chosen at open: the memory store
+ * (memory.c) answers on the caller's thread; the MongoDB store (mongo_*.c)
+ * runs on the dispatcher (pool.c). A backend is a table of functions over
+ * an opaque pointer, so the store, the jobs and the validation are written
+ * once for both. */
+#ifndef RESV_INTERNAL_H
+#define RESV_INTERNAL_H
+
+#include "resv.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define RESV__DEFAULT_THREADS 8
+#define RESV__DEFAULT_QUEUE 1024
+#define RESV__DEFAULT_TIMEOUT_MS 5000
+#define RESV__DEFAULT_MAX_STRING 1024
+#define RESV__COLLECTION_PREFIX "wow_reservation__"
+/* MongoDB's limit for "<database>.<collection>", in bytes. */
+#define RESV__MAX_NAMESPACE 255
+
+/* ---- Errors (error.c) ------------------------------------------------ */
+
+/* Fills err (when not NULL) and returns false, so failure paths read
+ * `return resv__fail(err, RESV_EINVALID, "...")`. */
+bool resv__fail(resv_error_t *err, int32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bool resv__fail_server(resv_error_t *err, int32_t code, int32_t server_code,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void resv__error_clear(resv_error_t *err);
+
+/* ---- Clocks (clock.c) ------------------------------------------------ */
+
+int64_t resv__realtime_ms(void);
+int64_t resv__monotonic_ms(void);
+/* Fills ts with the monotonic instant deadline_ms, for waiting on a
+ * condition variable made by resv__cond_init. */
+void resv__deadline_timespec(int64_t deadline_ms, struct timespec *ts);
+/* Initialises cond to time its waits on the monotonic clock. */
+void resv__cond_init(pthread_cond_t *cond);
+
+/* ---- Answers (answer.c) ---------------------------------------------- */
+
+/* Sets every field of answer, copying the strings into its storage.
+ * owner_tenant/owner_id may be NULL (no owner). Fails only for memory. */
+bool resv__answer_set(resv_answer_t *answer, int32_t status, int32_t state,
+                      int64_t expires_at, int64_t version,
+                      const resv_str_t *owner_tenant,
+                      const resv_str_t *owner_id, const resv_str_t *holds,
+                      size_t nholds, resv_error_t *err);
+/* Sets a status with no reservation data (abandoned, absent, ...). */
+bool resv__answer_status(resv_answer_t *answer, int32_t status,
+                         resv_error_t *err);
+/* Moves src into dst (freeing dst's storage); src is left zeroed. */
+void resv__answer_move(resv_answer_t *dst, resv_answer_t *src);
+
+/* ---- Validation (validate.c) ----------------------------------------- */
+
+/* Checks a request's strings and numbers for its op: UTF-8, no NUL,
+ * at most max_string bytes, non-empty namespace, key, owner id and
+ * attempt, ttl > 0, version >= 0. */
+bool resv__validate_request(const resv_request_t *req, size_t max_string,
+                            resv_error_t *err);
+/* Checks an aggregate type's names and builds its collection name into
+ * out (NUL-terminated), given the database name for the length rule. */
+bool resv__validate_type(const char *context, size_t context_len,
+                         const char *aggregate, size_t aggregate_len,
+                         const char *database, char *out, size_t out_size,
+                         resv_error_t *err);
+/* True when s[0..len) is valid UTF-8 without NUL bytes. */
+bool resv__utf8_valid(const char *s, size_t len);
+
+/* ---- Backends -------------------------------------------------------- */
+
+typedef struct resv__backend_ops {
+  const char *name; /* "memory", "mongodb" */
+  /* True: execute runs on the caller's thread (no dispatcher). */
+  bool runs_inline;
+  /* Per-type state, made when the store first hands out the type (under
+   * the store's type lock) and freed at close. May be NULL. */
+  bool (*type_init)(void *backend, resv_type_t *type, resv_error_t *err);
+  void (*type_free)(void *backend, resv_type_t *type);
+  /* Runs one validated request. now is the store's clock (epoch ms, read
+   * once for the call); deadline is on resv__monotonic_ms's clock. Fills
+   * answer and returns true, or fills err and returns false. */
+  bool (*execute)(void *backend, resv_type_t *type, const resv_request_t *req,
+                  int64_t now, int64_t deadline, resv_answer_t *answer,
+                  resv_error_t *err);
+  void (*describe)(void *backend, char *buf, size_t size);
+  bool (*is_sharded)(void *backend);
+  /* Frees the backend; every type was freed before. */
+  void (*destroy)(void *backend);
+} resv__backend_ops_t;
+
+/* Opens the memory store. */
+void *resv__memory_open(const resv_options_t *options,
+                        const resv__backend_ops_t **ops, resv_error_t *err);
+/* Opens the MongoDB store (mongo_store.c). options->uri is set; database
+ * is the resolved database name. */
+void *resv__mongo_open(const resv_options_t *options, const char *database,
+                       const resv__backend_ops_t **ops, resv_error_t *err);
+
+/* ---- Stores and types (store.c) -------------------------------------- */
+
+struct resv_type {
+  resv_store_t *store;
+  struct resv_type *next; /* the store's list of types */
+  char *context;
+  char *aggregate;
+  size_t context_len;
+  size_t aggregate_len;
+  char collection[RESV__MAX_NAMESPACE + 1];
+  void *backend_state; /* owned by the backend (type_init/type_free) */
+};
+
+/* ---- Jobs (job.c) and the dispatcher (pool.c) ------------------------ */
+
+typedef void (*resv__work_fn)(resv_job_t *job);
+
+struct resv_job {
+  struct resv_job *next; /* intrusive link: pool queue or inbox list */
+  struct resv_job *prev;
+  resv__work_fn work;    /* runs on a worker thread */
+  resv_type_t *type;
+  resv_request_t request; /* strings point into strings_ */
+  int64_t deadline;       /* resv__monotonic_ms clock */
+  resv_inbox_t *inbox;    /* NULL or referenced by the job */
+  atomic_int refs;        /* the caller's and the dispatcher's */
+  atomic_bool done;
+  bool in_inbox;          /* guarded by inbox->mutex */
+  bool detached;          /* destroyed by its caller; guarded likewise */
+  pthread_mutex_t mutex;  /* guards the wait for done */
+  pthread_cond_t cond;
+  resv_error_t error;
+  resv_answer_t answer;
+  void *user;             /* for tests' work functions */
+  char strings_[];
+};
+
+/* Makes a job whose request is a deep copy of request (NULL: no request).
+ * refs starts at 1 (the caller's). */
+resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
+                          resv__work_fn work, resv_inbox_t *inbox,
+                          int64_t deadline, resv_error_t *err);
+/* Marks the job finished (error/answer already filled), appends it to its
+ * inbox when it has one and wakes its waiters. Call once. */
+void resv__job_finish(resv_job_t *job);
+/* Finishes a job with an error. */
+void resv__job_fail(resv_job_t *job, int32_t code, const char *message);
+/* Drops one reference; the last one frees the job. */
+void resv__job_unref(resv_job_t *job);
+
+/* Inbox internals used by job.c. */
+void resv__inbox_ref(resv_inbox_t *inbox);
+void resv__inbox_unref(resv_inbox_t *inbox);
+void resv__inbox_push(resv_inbox_t *inbox, resv_job_t *job);
+void resv__inbox_remove(resv_inbox_t *inbox, resv_job_t *job);
+
+typedef struct resv__pool resv__pool_t;
+
+/* Starts threads worker threads with room for queue waiting jobs. */
+resv__pool_t *resv__pool_new(int threads, int queue, resv_error_t *err);
+/* Queues job (taking a reference). Fails with RESV_EBUSY when the queue
+ * is full, RESV_ECLOSED after shutdown. A job dequeued past its deadline
+ * finishes with RESV_ETIMEOUT without running. */
+bool resv__pool_submit(resv__pool_t *pool, resv_job_t *job, resv_error_t *err);
+/* Fails the queued jobs with RESV_ECLOSED, lets running ones end, joins
+ * the threads. Idempotent. */
+void resv__pool_shutdown(resv__pool_t *pool);
+void resv__pool_free(resv__pool_t *pool);
+
+#endif /* RESV_INTERNAL_H */

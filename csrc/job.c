@@ -1,0 +1,116 @@
+/* job.c: a submitted call, from submit to destroy.
+ *
+ * A job is one allocation: the struct, then a copy of the request's strings
+ * (the caller's buffers may be gone by the time a worker runs it). It is
+ * reference counted because two parties hold it: the caller, until
+ * resv_job_destroy, and the dispatcher, until the worker has finished it.
+ * Either may let go first; the last one frees it.
+ *
+ * Finishing publishes the answer with a release store of `done` (so a
+ * caller that sees done == true sees the answer), wakes threads blocked in
+ * resv_job_wait, and appends the job to its inbox unless the caller already
+ * destroyed it. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t request_strings_size(const resv_request_t *r) {
+  return r->key.tenant.len + r->key.ns.len + r->key.key.len +
+         r->owner.tenant.len + r->owner.id.len + r->attempt.len;
+}
+
+static void copy_str(char **cursor, resv_str_t *dst, const resv_str_t *src) {
+  dst->ptr = *cursor;
+  dst->len = src->len;
+  if (src->len) memcpy(*cursor, src->ptr, src->len);
+  *cursor += src->len;
+}
+
+resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
+                          resv__work_fn work, resv_inbox_t *inbox,
+                          int64_t deadline, resv_error_t *err) {
+  size_t extra = request ? request_strings_size(request) : 0;
+  resv_job_t *job = calloc(1, sizeof *job + extra);
+  if (!job) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a job");
+    return NULL;
+  }
+  if (request) {
+    char *cursor = job->strings_;
+    job->request = *request;
+    copy_str(&cursor, &job->request.key.tenant, &request->key.tenant);
+    copy_str(&cursor, &job->request.key.ns, &request->key.ns);
+    copy_str(&cursor, &job->request.key.key, &request->key.key);
+    copy_str(&cursor, &job->request.owner.tenant, &request->owner.tenant);
+    copy_str(&cursor, &job->request.owner.id, &request->owner.id);
+    copy_str(&cursor, &job->request.attempt, &request->attempt);
+  }
+  job->type = type;
+  job->work = work;
+  job->deadline = deadline;
+  job->inbox = inbox;
+  if (inbox) resv__inbox_ref(inbox);
+  atomic_init(&job->refs, 1);
+  atomic_init(&job->done, false);
+  pthread_mutex_init(&job->mutex, NULL);
+  resv__cond_init(&job->cond);
+  return job;
+}
+
+void resv__job_finish(resv_job_t *job) {
+  pthread_mutex_lock(&job->mutex);
+  atomic_store_explicit(&job->done, true, memory_order_release);
+  pthread_cond_broadcast(&job->cond);
+  pthread_mutex_unlock(&job->mutex);
+  if (job->inbox) resv__inbox_push(job->inbox, job);
+}
+
+void resv__job_fail(resv_job_t *job, int32_t code, const char *message) {
+  resv__fail(&job->error, code, "%s", message);
+  resv__job_finish(job);
+}
+
+void resv__job_unref(resv_job_t *job) {
+  if (atomic_fetch_sub_explicit(&job->refs, 1, memory_order_acq_rel) != 1) return;
+  if (job->inbox) resv__inbox_unref(job->inbox);
+  resv_answer_clear(&job->answer);
+  pthread_cond_destroy(&job->cond);
+  pthread_mutex_destroy(&job->mutex);
+  free(job);
+}
+
+bool resv_job_done(const resv_job_t *job) {
+  return atomic_load_explicit(&job->done, memory_order_acquire);
+}
+
+bool resv_job_wait(resv_job_t *job, int64_t timeout_ms) {
+  if (resv_job_done(job)) return true;
+  struct timespec until;
+  if (timeout_ms >= 0) resv__deadline_timespec(resv__monotonic_ms() + timeout_ms, &until);
+  pthread_mutex_lock(&job->mutex);
+  while (!atomic_load_explicit(&job->done, memory_order_acquire)) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&job->cond, &job->mutex);
+    } else if (pthread_cond_timedwait(&job->cond, &job->mutex, &until) != 0) {
+      break;
+    }
+  }
+  pthread_mutex_unlock(&job->mutex);
+  return resv_job_done(job);
+}
+
+const resv_error_t *resv_job_error(const resv_job_t *job) {
+  return resv_job_done(job) ? &job->error : NULL;
+}
+
+const resv_answer_t *resv_job_answer(const resv_job_t *job) {
+  if (!resv_job_done(job) || job->error.code != RESV_OK) return NULL;
+  return &job->answer;
+}
+
+void resv_job_destroy(resv_job_t *job) {
+  if (!job) return;
+  if (job->inbox) resv__inbox_remove(job->inbox, job);
+  resv__job_unref(job);
+}

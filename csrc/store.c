@@ -1,0 +1,314 @@
+/* store.c: the store handle, its types, its clock and the two ways to call.
+ *
+ * A store pairs a backend (memory.c or mongo_*.c) with, for a backend that
+ * does not answer inline, the dispatcher (pool.c). Everything both backends
+ * need is done here once: option defaults, validation of every request on
+ * the caller's thread, the clock read once per call, the per-call deadline,
+ * the refusal to run in a process forked after open.
+ *
+ * resv_call waits for the answer; resv_submit returns a job. For the memory
+ * store both run the call on the caller's thread (it is a hash lookup under
+ * a striped lock, cheaper than any thread hop). Inline calls are counted
+ * so that closing a store waits for the ones in progress on other threads
+ * before it frees the backend. */
+#include "internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A clock value meaning "read the system clock". */
+#define SYSTEM_CLOCK INT64_MIN
+/* How long resv_call waits past the deadline for a worker to answer it
+ * itself (its socket timeout fires at the deadline) before answering
+ * RESV_ETIMEOUT on its own. */
+#define DEADLINE_GRACE_MS 250
+
+struct resv_store {
+  const resv__backend_ops_t *ops;
+  void *backend;
+  resv__pool_t *pool; /* NULL for an inline backend */
+  pid_t pid;          /* the process that opened the store */
+  atomic_bool closed;
+  atomic_int active;  /* inline calls in progress */
+  _Atomic int64_t clock_ms;
+  int64_t timeout_ms;
+  size_t max_string;
+  pthread_mutex_t types_mutex;
+  resv_type_t *types;
+  char database[128];
+};
+
+static bool option_in_range(const char *name, int32_t value, int32_t max,
+                            resv_error_t *err) {
+  if (value < 0 || value > max)
+    return resv__fail(err, RESV_EINVALID, "%s: must be from 1 to %d, got %d",
+                      name, (int)max, (int)value);
+  return true;
+}
+
+/* The database named in a MongoDB URI's path, if any. */
+static void uri_database(const char *uri, char *out, size_t size) {
+  out[0] = '\0';
+  const char *p = strstr(uri, "://");
+  if (!p) return;
+  p = strchr(p + 3, '/');
+  if (!p) return;
+  p++;
+  size_t n = strcspn(p, "?");
+  if (n == 0 || n >= size) return;
+  memcpy(out, p, n);
+  out[n] = '\0';
+}
+
+static bool resolve_database(const resv_options_t *o, char *out, size_t size,
+                             resv_error_t *err) {
+  if (o->database && o->database[0]) {
+    size_t n = strlen(o->database);
+    if (n >= size || n >= 64)
+      return resv__fail(err, RESV_EINVALID, "database: longer than 63 bytes");
+    if (strpbrk(o->database, "/\\. \"$") || !resv__utf8_valid(o->database, n))
+      return resv__fail(err, RESV_EINVALID,
+                        "database: must not contain / \\ . space \" or $");
+    memcpy(out, o->database, n + 1);
+    return true;
+  }
+  if (o->uri && o->uri[0]) uri_database(o->uri, out, size);
+  if (!out[0]) strcpy(out, "resv");
+  return true;
+}
+
+resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) {
+  resv_options_t o = {0};
+  if (options) o = *options;
+  if (!option_in_range("threads", o.threads, 1024, err) ||
+      !option_in_range("queue", o.queue, 1 << 24, err) ||
+      !option_in_range("timeout_ms", o.timeout_ms, 24 * 3600 * 1000, err) ||
+      !option_in_range("max_string", o.max_string, 1 << 20, err))
+    return NULL;
+  if (o.sharding != RESV_SHARDING_AUTO && o.sharding != RESV_SHARDING_OFF) {
+    resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
+    return NULL;
+  }
+  if (!o.threads) o.threads = RESV__DEFAULT_THREADS;
+  if (!o.queue) o.queue = RESV__DEFAULT_QUEUE;
+  if (!o.timeout_ms) o.timeout_ms = RESV__DEFAULT_TIMEOUT_MS;
+  if (!o.max_string) o.max_string = RESV__DEFAULT_MAX_STRING;
+
+  resv_store_t *store = calloc(1, sizeof *store);
+  if (!store) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a store");
+    return NULL;
+  }
+  if (!resolve_database(&o, store->database, sizeof store->database, err)) {
+    free(store);
+    return NULL;
+  }
+  o.database = store->database;
+  if (o.uri && o.uri[0]) {
+    store->backend = resv__mongo_open(&o, store->database, &store->ops, err);
+  } else {
+    store->backend = resv__memory_open(&o, &store->ops, err);
+  }
+  if (!store->backend) {
+    free(store);
+    return NULL;
+  }
+  if (!store->ops->runs_inline) {
+    store->pool = resv__pool_new(o.threads, o.queue, err);
+    if (!store->pool) {
+      store->ops->destroy(store->backend);
+      free(store);
+      return NULL;
+    }
+  }
+  store->pid = getpid();
+  store->timeout_ms = o.timeout_ms;
+  store->max_string = (size_t)o.max_string;
+  atomic_init(&store->clock_ms, SYSTEM_CLOCK);
+  pthread_mutex_init(&store->types_mutex, NULL);
+  return store;
+}
+
+static bool forked(const resv_store_t *store) { return store->pid != getpid(); }
+
+void resv_store_shutdown(resv_store_t *store) {
+  if (!store || atomic_exchange(&store->closed, true)) return;
+  if (forked(store)) return; /* the threads live in the parent only */
+  resv__pool_shutdown(store->pool);
+  while (atomic_load(&store->active) > 0) sched_yield();
+}
+
+void resv_store_close(resv_store_t *store) {
+  if (!store) return;
+  resv_store_shutdown(store);
+  if (forked(store)) {
+    /* The pool's threads and the MongoDB client belong to the parent:
+     * touching them here could corrupt the parent's connections. Only the
+     * handle itself is freed. */
+    free(store);
+    return;
+  }
+  resv__pool_free(store->pool);
+  resv_type_t *type = store->types;
+  while (type) {
+    resv_type_t *next = type->next;
+    if (store->ops->type_free) store->ops->type_free(store->backend, type);
+    free(type->context);
+    free(type);
+    type = next;
+  }
+  store->ops->destroy(store->backend);
+  pthread_mutex_destroy(&store->types_mutex);
+  free(store);
+}
+
+void resv_store_set_time(resv_store_t *store, int64_t ms) {
+  atomic_store(&store->clock_ms, ms == SYSTEM_CLOCK ? SYSTEM_CLOCK + 1 : ms);
+}
+
+void resv_store_use_system_time(resv_store_t *store) {
+  atomic_store(&store->clock_ms, SYSTEM_CLOCK);
+}
+
+int64_t resv_store_now(resv_store_t *store) {
+  int64_t ms = atomic_load(&store->clock_ms);
+  return ms == SYSTEM_CLOCK ? resv__realtime_ms() : ms;
+}
+
+bool resv_store_is_sharded(const resv_store_t *store) {
+  return store->ops->is_sharded && store->ops->is_sharded(store->backend);
+}
+
+bool resv_store_runs_inline(const resv_store_t *store) {
+  return store->ops->runs_inline;
+}
+
+void resv_store_describe(const resv_store_t *store, char *buf, size_t size) {
+  if (!size) return;
+  store->ops->describe(store->backend, buf, size);
+}
+
+resv_type_t *resv_store_type(resv_store_t *store, const char *context,
+                             size_t context_len, const char *aggregate,
+                             size_t aggregate_len, resv_error_t *err) {
+  char collection[RESV__MAX_NAMESPACE + 1];
+  if (!resv__validate_type(context, context_len, aggregate, aggregate_len,
+                           store->database, collection, sizeof collection, err))
+    return NULL;
+  if (atomic_load(&store->closed) || forked(store)) {
+    resv__fail(err, RESV_ECLOSED, "the store is closed");
+    return NULL;
+  }
+  pthread_mutex_lock(&store->types_mutex);
+  resv_type_t *type = store->types;
+  while (type && strcmp(type->collection, collection) != 0) type = type->next;
+  if (!type) {
+    type = calloc(1, sizeof *type);
+    char *names = type ? malloc(context_len + aggregate_len + 2) : NULL;
+    if (!names) {
+      free(type);
+      type = NULL;
+      resv__fail(err, RESV_ENOMEM, "out of memory for a type");
+    } else {
+      type->store = store;
+      type->context = names;
+      type->context_len = context_len;
+      memcpy(names, context, context_len);
+      names[context_len] = '\0';
+      type->aggregate = names + context_len + 1;
+      type->aggregate_len = aggregate_len;
+      memcpy(type->aggregate, aggregate, aggregate_len);
+      type->aggregate[aggregate_len] = '\0';
+      strcpy(type->collection, collection);
+      if (store->ops->type_init && !store->ops->type_init(store->backend, type, err)) {
+        free(names);
+        free(type);
+        type = NULL;
+      } else {
+        type->next = store->types;
+        store->types = type;
+      }
+    }
+  }
+  pthread_mutex_unlock(&store->types_mutex);
+  return type;
+}
+
+const char *resv_type_collection(const resv_type_t *type) { return type->collection; }
+
+/* ---- calls ---------------------------------------------------------- */
+
+static bool check_open(resv_store_t *store, resv_error_t *err) {
+  if (forked(store))
+    return resv__fail(err, RESV_ECLOSED,
+                      "the store was opened in process %d, before a fork(): "
+                      "open a new store in this process", (int)store->pid);
+  if (atomic_load(&store->closed)) return resv__fail(err, RESV_ECLOSED, "the store is closed");
+  return true;
+}
+
+static bool run_inline(resv_type_t *type, const resv_request_t *req,
+                       resv_answer_t *answer, resv_error_t *err) {
+  resv_store_t *store = type->store;
+  atomic_fetch_add(&store->active, 1);
+  bool ok = check_open(store, err) &&
+            store->ops->execute(store->backend, type, req, resv_store_now(store),
+                                resv__monotonic_ms() + store->timeout_ms, answer, err);
+  atomic_fetch_sub(&store->active, 1);
+  return ok;
+}
+
+/* A worker's part of a job: the backend's call, at the store's clock. */
+static void execute_job(resv_job_t *job) {
+  resv_store_t *store = job->type->store;
+  store->ops->execute(store->backend, job->type, &job->request,
+                      resv_store_now(store), job->deadline, &job->answer, &job->error);
+}
+
+static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
+                          resv_inbox_t *inbox, resv_error_t *err) {
+  resv_store_t *store = type->store;
+  resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
+                                  resv__monotonic_ms() + store->timeout_ms, err);
+  if (!job) return NULL;
+  if (!resv__validate_request(req, store->max_string, &job->error) ||
+      !check_open(store, &job->error)) {
+    resv__job_finish(job);
+    return job;
+  }
+  if (!store->pool) {
+    run_inline(type, &job->request, &job->answer, &job->error);
+    resv__job_finish(job);
+    return job;
+  }
+  if (!resv__pool_submit(store->pool, job, &job->error)) resv__job_finish(job);
+  return job;
+}
+
+resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *req,
+                        resv_inbox_t *inbox, resv_error_t *err) {
+  return submit(type, req, inbox, err);
+}
+
+bool resv_call(resv_type_t *type, const resv_request_t *req,
+               resv_answer_t *answer, resv_error_t *err) {
+  resv_store_t *store = type->store;
+  if (!resv__validate_request(req, store->max_string, err)) return false;
+  if (!store->pool) return run_inline(type, req, answer, err);
+
+  resv_job_t *job = submit(type, req, NULL, err);
+  if (!job) return false;
+  bool ok = false;
+  if (!resv_job_wait(job, job->deadline - resv__monotonic_ms() + DEADLINE_GRACE_MS)) {
+    resv__fail(err, RESV_ETIMEOUT, "no answer within %lld ms", (long long)store->timeout_ms);
+  } else if (job->error.code != RESV_OK) {
+    if (err) *err = job->error;
+  } else {
+    resv__answer_move(answer, &job->answer);
+    ok = true;
+  }
+  resv_job_destroy(job);
+  return ok;
+}
