@@ -1,0 +1,242 @@
+-- resv.cdef: the C declarations of csrc/resv.h, for ffi.cdef.
+--
+-- This is a byte-for-byte copy of the text between the RESV_CDEF_BEGIN and
+-- RESV_CDEF_END lines of csrc/resv.h: the header is not installed next to
+-- the Lua files, so it cannot be read at load time. spec/cdef_spec.lua fails
+-- when the two drift; regenerate this file with `make lua-cdef`.
+return [==[
+
+/* Error codes (SPEC section 8). RESV_OK is 0. */
+typedef enum resv_code {
+  RESV_OK = 0,
+  RESV_EINVALID = 1,     /* bad argument; nothing was written */
+  RESV_EBUSY = 2,        /* the dispatcher's queue is full */
+  RESV_ETIMEOUT = 3,     /* the call's deadline passed */
+  RESV_EUNAVAILABLE = 4, /* no server could be reached or selected */
+  RESV_EFORMAT = 5,      /* the collection holds another format */
+  RESV_ESERVER = 6,      /* any other server error (server_code set) */
+  RESV_ECLOSED = 7,      /* the store was closed, or used after fork() */
+  RESV_ENOMEM = 8        /* out of memory */
+} resv_code_t;
+
+typedef struct resv_error {
+  int32_t code;        /* resv_code_t */
+  int32_t server_code; /* MongoDB's error code, 0 when none */
+  char message[504];   /* NUL-terminated; never contains a password */
+} resv_error_t;
+
+/* Answers (SPEC section 9). */
+typedef enum resv_status {
+  RESV_NONE = 0,
+  RESV_RESERVED = 1,  /* reserve: pending, ours */
+  RESV_CONFIRMED = 2, /* reserve, confirm: confirmed by this owner; get: confirmed */
+  RESV_CONFLICT = 3,  /* reserve, confirm: held by another owner */
+  RESV_ABANDONED = 4, /* abandon: the reservation was deleted */
+  RESV_KEPT = 5,      /* abandon: our hold is gone, the reservation stays */
+  RESV_ABSENT = 6,    /* abandon, release, get: no such reservation */
+  RESV_RELEASED = 7,  /* release: deleted */
+  RESV_PENDING = 8,   /* get: pending and live */
+  RESV_EXPIRED = 9    /* get: pending past its expiry, free to take */
+} resv_status_t;
+
+/* The state of the reservation an answer describes. */
+typedef enum resv_state {
+  RESV_STATE_NONE = 0,
+  RESV_STATE_PENDING = 1,
+  RESV_STATE_CONFIRMED = 2
+} resv_state_t;
+
+typedef struct resv_str {
+  const char *ptr;
+  size_t len;
+} resv_str_t;
+
+/* The value to keep unique. tenant "" is the system tenant. */
+typedef struct resv_key {
+  resv_str_t tenant;
+  resv_str_t ns;
+  resv_str_t key;
+} resv_key_t;
+
+/* The aggregate that holds a key. */
+typedef struct resv_owner {
+  resv_str_t tenant;
+  resv_str_t id;
+} resv_owner_t;
+
+/* An answer. The strings point into storage the answer owns: they stay
+ * valid until the answer is reused or cleared. Zero-initialise an answer
+ * before its first use; free its storage with resv_answer_clear. */
+typedef struct resv_answer {
+  int32_t status;       /* resv_status_t */
+  int32_t state;        /* resv_state_t of the reservation described */
+  int64_t expires_at;   /* pending: epoch ms; otherwise 0 */
+  int64_t version;      /* confirmed: the owner's version; otherwise 0 */
+  resv_str_t owner_tenant;
+  resv_str_t owner_id;
+  const resv_str_t *holds; /* pending: the attempts holding it */
+  size_t nholds;
+  char *storage_;        /* private */
+  size_t storage_cap_;   /* private */
+} resv_answer_t;
+
+typedef enum resv_sharding {
+  RESV_SHARDING_AUTO = 0,
+  RESV_SHARDING_OFF = 1
+} resv_sharding_t;
+
+/* Options of resv_store_open. A zero field takes its default. */
+typedef struct resv_options {
+  const char *uri;      /* NUL-terminated MongoDB URI; NULL or "": in memory */
+  const char *database; /* NULL: the URI's database, else "resv" */
+  int32_t sharding;     /* resv_sharding_t; default auto */
+  int32_t threads;      /* dispatcher threads; default 8 */
+  int32_t queue;        /* most jobs waiting; default 1024 */
+  int32_t timeout_ms;   /* each call's deadline; default 5000 */
+  int32_t max_string;   /* longest string in bytes; default 1024 */
+} resv_options_t;
+
+typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */
+typedef struct resv_type resv_type_t;   /* an aggregate type of a store */
+typedef struct resv_job resv_job_t;     /* a submitted call */
+typedef struct resv_inbox resv_inbox_t; /* where finished jobs arrive */
+
+/* ---- Stores ---------------------------------------------------------- */
+
+/* Opens a store. Creates nothing on the server; a MongoDB store checks that
+ * the server answers (unavailable otherwise). Returns NULL and fills err on
+ * failure. The caller frees the store with resv_store_close. */
+resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err);
+
+/* Stops the store: jobs still queued answer RESV_ECLOSED, running ones
+ * finish, the threads are joined. The handle stays valid (later calls
+ * answer RESV_ECLOSED) until resv_store_close. Idempotent; accepts NULL. */
+void resv_store_shutdown(resv_store_t *store);
+
+/* Shuts the store down if needed and frees it with its types. Accepts
+ * NULL. No job of the store may be waited on afterwards. */
+void resv_store_close(resv_store_t *store);
+
+/* Freezes the store's clock at ms (epoch milliseconds), for tests. */
+void resv_store_set_time(resv_store_t *store, int64_t ms);
+/* Returns the store's clock to the system's realtime clock. */
+void resv_store_use_system_time(resv_store_t *store);
+/* The store's clock now, in epoch milliseconds. */
+int64_t resv_store_now(resv_store_t *store);
+
+/* True when calls run on the caller's thread (the memory store): then
+ * resv_call never blocks and needs no coroutine to yield. */
+bool resv_store_runs_inline(const resv_store_t *store);
+
+/* True when the store is a MongoDB store connected to a mongos. */
+bool resv_store_is_sharded(const resv_store_t *store);
+
+/* Writes a description of the store (backend, host; never a password)
+ * into buf, NUL-terminated and cut to size. */
+void resv_store_describe(const resv_store_t *store, char *buf, size_t size);
+
+/* Returns the aggregate type (context, aggregate) of the store, checking
+ * the names against the collection-name rules. The handle is owned by the
+ * store and lives until resv_store_close; asking twice gives the same
+ * handle. Creates nothing: the collection is made on the type's first
+ * call. Returns NULL and fills err (RESV_EINVALID) on bad names. */
+resv_type_t *resv_store_type(resv_store_t *store, const char *context,
+                             size_t context_len, const char *aggregate,
+                             size_t aggregate_len, resv_error_t *err);
+
+/* The collection name, NUL-terminated, owned by the type. */
+const char *resv_type_collection(const resv_type_t *type);
+
+/* ---- Calls ----------------------------------------------------------- */
+
+typedef enum resv_op {
+  RESV_OP_RESERVE = 1,
+  RESV_OP_CONFIRM = 2,
+  RESV_OP_ABANDON = 3,
+  RESV_OP_RELEASE = 4,
+  RESV_OP_GET = 5
+} resv_op_t;
+
+/* One call. Which fields count depends on op:
+ *   reserve: key, owner, attempt, ttl_ms     confirm: key, owner, version
+ *   abandon: key, owner, attempt             release: key, owner
+ *   get:     key                                                       */
+typedef struct resv_request {
+  int32_t op; /* resv_op_t */
+  resv_key_t key;
+  resv_owner_t owner;
+  resv_str_t attempt;
+  int64_t ttl_ms;
+  int64_t version;
+} resv_request_t;
+
+/* Runs a call and waits for its answer (or its deadline). Fills answer
+ * and returns true; returns false and fills err on any error, answer then
+ * being untouched but for its storage. */
+bool resv_call(resv_type_t *type, const resv_request_t *request,
+               resv_answer_t *answer, resv_error_t *err);
+
+/* Submits a call without waiting. The request's strings are copied. When
+ * the job finishes it is appended to inbox (if not NULL), whose descriptor
+ * then becomes readable, unless the caller destroyed it first. A job that
+ * could answer at once (bad input, a full queue, a memory store) is
+ * finished on return: a caller that sees resv_job_done right away may take
+ * the answer and destroy the job, which takes it out of the inbox.
+ * Returns NULL only when out of memory (err filled). The caller frees the
+ * job with resv_job_destroy. */
+resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *request,
+                        resv_inbox_t *inbox, resv_error_t *err);
+
+/* True once the job has its answer or error. Never blocks. */
+bool resv_job_done(const resv_job_t *job);
+
+/* Waits up to timeout_ms (negative: without limit) for the job. Returns
+ * resv_job_done(job). */
+bool resv_job_wait(resv_job_t *job, int64_t timeout_ms);
+
+/* A finished job's error (code RESV_OK when it has an answer), or NULL when
+ * it is not finished. Owned by the job. */
+const resv_error_t *resv_job_error(const resv_job_t *job);
+
+/* A finished job's answer, or NULL when it is not finished or failed.
+ * Owned by the job. */
+const resv_answer_t *resv_job_answer(const resv_job_t *job);
+
+/* Frees a job. A job still running is freed by its worker when it ends;
+ * a finished job still in its inbox is taken out of it. Accepts NULL. */
+void resv_job_destroy(resv_job_t *job);
+
+/* ---- Inboxes: completion queues ------------------------------------- */
+
+/* A completion queue with an eventfd. Any number of stores' jobs may
+ * finish into one inbox. Freed with resv_inbox_destroy once every job
+ * submitted to it is destroyed (jobs hold a reference, so an early
+ * destroy only drops the caller's). */
+resv_inbox_t *resv_inbox_new(resv_error_t *err);
+void resv_inbox_destroy(resv_inbox_t *inbox);
+
+/* A descriptor that is readable while finished jobs wait in the inbox. */
+int resv_inbox_fd(const resv_inbox_t *inbox);
+
+/* Moves up to max finished jobs into jobs[] (oldest first) and returns
+ * how many. Never blocks. The caller still frees each job. */
+size_t resv_inbox_drain(resv_inbox_t *inbox, resv_job_t **jobs, size_t max);
+
+/* Waits up to timeout_ms (negative: without limit) for a finished job.
+ * Returns true when one waits in the inbox. */
+bool resv_inbox_wait(resv_inbox_t *inbox, int64_t timeout_ms);
+
+/* ---- Answers and errors --------------------------------------------- */
+
+/* Frees an answer's storage and zeroes it. Accepts NULL. */
+void resv_answer_clear(resv_answer_t *answer);
+
+/* Stable names: "reserved", "conflict", ...; "invalid", "busy", ... */
+const char *resv_status_name(int32_t status);
+const char *resv_state_name(int32_t state);
+const char *resv_code_name(int32_t code);
+
+/* The library's version, e.g. "0.1.0". */
+const char *resv_version(void);
+
+]==]

@@ -1,0 +1,93 @@
+-- Shared by the specs: the backends to run against, the ways to call, and
+-- the header's CDEF block.
+local resv = require "resv"
+
+local _M = {}
+
+-- A fixed instant for the frozen clock (2023-11-14T22:13:20Z).
+_M.T0 = 1700000000000
+
+-- The text between the RESV_CDEF_BEGIN line and the RESV_CDEF_END line.
+function _M.cdef_block(header)
+  local begin_marker = "/* RESV_CDEF_BEGIN */\n"
+  local b = assert(header:find(begin_marker, 1, true), "no RESV_CDEF_BEGIN")
+  local s = b + #begin_marker
+  local e = assert(header:find("/* RESV_CDEF_END */", s, true),
+                   "no RESV_CDEF_END")
+  return header:sub(s, e - 1)
+end
+
+function _M.read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+-- The stores every rule runs on: memory always, MongoDB when
+-- RESV_TEST_URI names one (scripts/with-mongo sets it).
+function _M.backends()
+  local list = { { name = "memory", options = {} } }
+  local uri = os.getenv("RESV_TEST_URI")
+  if uri and uri ~= "" then
+    list[#list + 1] = { name = "mongodb", options = { uri = uri } }
+  end
+  return list
+end
+
+function _M.mongo_uri()
+  local uri = os.getenv("RESV_TEST_URI")
+  if uri and uri ~= "" then
+    return uri
+  end
+  return nil
+end
+
+-- A context name no other test uses, so each test has empty collections.
+local serial = 0
+local run_id = string.format("%x%x", os.time() % 0x10000,
+                             math.random(0, 0xffff))
+function _M.fresh_context()
+  serial = serial + 1
+  return "spec" .. run_id .. "x" .. serial
+end
+
+function _M.open(backend, extra)
+  local options = {}
+  for k, v in pairs(backend.options) do options[k] = v end
+  for k, v in pairs(extra or {}) do options[k] = v end
+  local store, err = resv.open(options)
+  assert(store, err)
+  return store
+end
+
+-- A fresh type of a fresh store, the clock frozen at T0.
+function _M.fresh_type(backend, extra)
+  local store = _M.open(backend, extra)
+  assert(store:set_time(_M.T0))
+  local t = assert(store:type(_M.fresh_context(), "user"))
+  return store, t
+end
+
+-- Runs fn() in the given mode and returns what it returned:
+--   "blocking": called directly, each call blocks;
+--   "spawn":    in a coroutine of resv.spawn, driven by resv.run().
+function _M.in_mode(mode, fn)
+  if mode == "blocking" then
+    return fn()
+  end
+  local results
+  resv.spawn(function()
+    results = { fn() }
+  end)
+  local ok, failures = resv.run()
+  if not ok then
+    error(table.concat(failures, "\n"), 2)
+  end
+  assert(results, "the spawned function did not finish")
+  return unpack(results)
+end
+
+_M.modes = { "blocking", "spawn" }
+
+return _M
