@@ -1,0 +1,421 @@
+"""The database commands the emulator answers, one function each.
+
+Each handler takes a Request (the command as SON, its database, the
+emulator and the connection) and returns the reply fields; a CommandError
+becomes ``{ok: 0, errmsg, code, codeName}``. Write commands report
+per-statement failures in ``writeErrors`` as the server does. Data access
+goes through store.py under its lock, so each write is atomic. An unknown
+command answers CommandNotFound (59).
+"""
+
+import datetime
+import itertools
+
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from bson.son import SON
+from mongomock.aggregate import process_pipeline
+from mongomock.filtering import filter_applies
+
+from . import sharding, updates
+from .errors import CommandError
+from .ordered import to_son
+from .pipeline import UPDATE_STAGES, run_stage
+
+MAX_WIRE_VERSION = 17  # MongoDB 6.0
+SERVER_VERSION = '6.0.0'
+
+
+class Request:
+    """One command on one connection."""
+
+    def __init__(self, emulator, connection, database, command):
+        self.emulator = emulator
+        self.connection = connection
+        self.database = database
+        self.command = command
+        self.name = next(iter(command))
+
+    @property
+    def store(self):
+        return self.emulator.store
+
+    @property
+    def mongos(self):
+        return self.emulator.mongos
+
+    def collection_name(self):
+        name = self.command[self.name]
+        if not isinstance(name, str) or not name:
+            raise CommandError(73, 'Invalid namespace specified \'%s.%s\''
+                               % (self.database, name))
+        return name
+
+    def shard_key(self, name):
+        if not self.mongos:
+            return None
+        return sharding.shard_key(self.store, '%s.%s' % (self.database, name))
+
+
+def _write_error(index, error):
+    entry = SON([('index', index), ('code', error.code)])
+    entry.update(error.extra)
+    entry['errmsg'] = error.errmsg
+    return entry
+
+
+# -- handshake and server information ---------------------------------------
+
+def hello(request):
+    emulator, command = request.emulator, request.command
+    address = emulator.address
+    client = command.get('client')
+    if isinstance(client, dict):
+        request.connection.app_name = (client.get('application') or {}).get('name')
+    primary_field = 'isWritablePrimary' if request.name == 'hello' else 'ismaster'
+    reply = SON()
+    if command.get('helloOk') or request.name == 'hello':
+        reply['helloOk'] = True
+    reply[primary_field] = True
+    if emulator.mongos:
+        reply['msg'] = 'isdbgrid'
+    else:
+        reply.update([('hosts', [address]), ('setName', 'rs0'), ('setVersion', 1),
+                      ('secondary', False), ('primary', address), ('me', address),
+                      ('electionId', ObjectId('7fffffff0000000000000001'))])
+    reply.update([
+        ('maxBsonObjectSize', 16 * 1024 * 1024), ('maxMessageSizeBytes', 48000000),
+        ('maxWriteBatchSize', 100000), ('localTime', datetime.datetime.utcnow()),
+        ('logicalSessionTimeoutMinutes', 30), ('connectionId', request.connection.id),
+        ('minWireVersion', 0), ('maxWireVersion', MAX_WIRE_VERSION), ('readOnly', False)])
+    return reply
+
+
+def ping(request):
+    return SON()
+
+
+def build_info(request):
+    return SON([('version', SERVER_VERSION), ('gitVersion', 'resv-emulator'),
+                ('versionArray', [6, 0, 0, 0]), ('bits', 64),
+                ('maxBsonObjectSize', 16 * 1024 * 1024)])
+
+
+def end_sessions(request):
+    return SON()
+
+
+def configure_fail_point(request):
+    if request.database != 'admin':
+        raise CommandError(13, 'configureFailPoint may only be run against the admin database.')
+    return SON([('count', request.emulator.failpoints.configure(request.command))])
+
+
+# -- collections --------------------------------------------------------------
+
+def create(request):
+    name = request.collection_name()
+    with request.store.lock:
+        if request.store.collection(request.database, name) is not None:
+            if request.mongos:
+                return SON()
+            raise CommandError(48, 'Collection %s.%s already exists.' % (request.database, name))
+        request.store.collection(request.database, name, create=True)
+    return SON()
+
+
+def drop(request):
+    name = request.collection_name()
+    with request.store.lock:
+        if not request.store.drop(request.database, name):
+            raise CommandError(26, 'ns not found')
+        config = request.store.collection(sharding.CONFIG_DB, sharding.CONFIG_COLLECTIONS)
+        if config is not None:
+            for doc in config.matching({'_id': '%s.%s' % (request.database, name)}):
+                config.remove(doc)
+    return SON([('nIndexesWas', 1), ('ns', '%s.%s' % (request.database, name))])
+
+
+def drop_database(request):
+    with request.store.lock:
+        request.store.databases.pop(request.database, None)
+    return SON([('dropped', request.database)])
+
+
+def list_collections(request):
+    with request.store.lock:
+        names = list(request.store.databases.get(request.database, {}))
+    infos = [SON([('name', name), ('type', 'collection'), ('options', SON()),
+                  ('info', SON([('readOnly', False)])),
+                  ('idIndex', SON([('v', 2), ('key', SON([('_id', 1)])), ('name', '_id_')]))])
+             for name in names]
+    query = request.command.get('filter') or {}
+    infos = [info for info in infos if filter_applies(query, info)]
+    if request.command.get('nameOnly'):
+        infos = [SON([('name', i['name']), ('type', 'collection')]) for i in infos]
+    return _cursor_reply(request, '%s.$cmd.listCollections' % request.database, infos,
+                         request.command.get('cursor') or {})
+
+
+def list_indexes(request):
+    name = request.collection_name()
+    if request.store.collection(request.database, name) is None:
+        raise CommandError(26, 'ns does not exist: %s.%s' % (request.database, name))
+    index = SON([('v', 2), ('key', SON([('_id', 1)])), ('name', '_id_')])
+    return _cursor_reply(request, '%s.%s' % (request.database, name), [index], {})
+
+
+def create_indexes(request):
+    name = request.collection_name()
+    with request.store.lock:
+        request.store.collection(request.database, name, create=True)
+    return SON([('numIndexesBefore', 1), ('numIndexesAfter', 1),
+                ('note', 'indexes are accepted but not built by the emulator')])
+
+
+def list_databases(request):
+    with request.store.lock:
+        names = [n for n, c in request.store.databases.items() if c]
+    return SON([('databases', [SON([('name', n), ('sizeOnDisk', 0), ('empty', False)])
+                               for n in names]), ('totalSize', 0)])
+
+
+# -- cursors ------------------------------------------------------------------
+
+_cursor_ids = itertools.count(1000)
+
+
+def _cursor_reply(request, namespace, docs, options, first='firstBatch'):
+    batch_size = options.get('batchSize') if isinstance(options, dict) else None
+    cursor_id = 0
+    if batch_size and len(docs) > batch_size:
+        cursor_id = next(_cursor_ids)
+        request.emulator.cursors[cursor_id] = (namespace, docs[batch_size:])
+        docs = docs[:batch_size]
+    return SON([('cursor', SON([(first, docs), ('id', Int64(cursor_id)),
+                                ('ns', namespace)]))])
+
+
+def get_more(request):
+    cursor_id = int(request.command['getMore'])
+    entry = request.emulator.cursors.pop(cursor_id, None)
+    if entry is None:
+        raise CommandError(43, 'cursor id %d not found' % cursor_id)
+    namespace, docs = entry
+    batch = request.command.get('batchSize') or len(docs)
+    next_id = 0
+    if len(docs) > batch:
+        request.emulator.cursors[cursor_id] = (namespace, docs[batch:])
+        next_id = cursor_id
+    return SON([('cursor', SON([('nextBatch', docs[:batch]), ('id', Int64(next_id)),
+                                ('ns', namespace)]))])
+
+
+def kill_cursors(request):
+    ids = [int(i) for i in request.command.get('cursors', [])]
+    killed = [Int64(i) for i in ids if request.emulator.cursors.pop(i, None) is not None]
+    return SON([('cursorsKilled', killed),
+                ('cursorsNotFound', [Int64(i) for i in ids if Int64(i) not in killed]),
+                ('cursorsAlive', []), ('cursorsUnknown', [])])
+
+
+# -- reads --------------------------------------------------------------------
+
+def find(request):
+    name = request.collection_name()
+    command = request.command
+    with request.store.lock:
+        docs = request.store.find(request.database, name, command.get('filter'),
+                                  command.get('sort'))
+        skip = command.get('skip') or 0
+        limit = abs(command.get('limit') or 0)
+        docs = docs[skip:skip + limit] if limit else docs[skip:]
+        docs = [updates.project(doc, command.get('projection')) for doc in docs]
+    options = {'batchSize': command.get('batchSize')}
+    if command.get('singleBatch'):
+        options = {}
+    return _cursor_reply(request, '%s.%s' % (request.database, name), docs, options)
+
+
+def count(request):
+    name = request.collection_name()
+    with request.store.lock:
+        docs = request.store.find(request.database, name, request.command.get('query'))
+    skip = request.command.get('skip') or 0
+    limit = request.command.get('limit') or 0
+    docs = docs[skip:skip + limit] if limit else docs[skip:]
+    return SON([('n', len(docs))])
+
+
+def aggregate(request):
+    """A simple aggregate on a collection: update stages are run here,
+    other stages by mongomock."""
+    name = request.command[request.name]
+    if not isinstance(name, str):
+        raise CommandError(2, 'aggregate on a database is not supported by the emulator')
+    with request.store.lock:
+        docs = request.store.find(request.database, name, {})
+    for stage in request.command.get('pipeline', []):
+        (stage_name, spec), = stage.items()
+        if stage_name in UPDATE_STAGES:
+            docs = [run_stage(doc, stage_name, spec) for doc in docs]
+        elif stage_name == '$match':
+            docs = [doc for doc in docs if filter_applies(spec, doc)]
+        else:
+            try:
+                docs = list(process_pipeline(docs, None, [stage], None))
+            except NotImplementedError as error:
+                raise CommandError(168, str(error))
+    return _cursor_reply(request, '%s.%s' % (request.database, name),
+                         [to_son(d) for d in docs], request.command.get('cursor') or {})
+
+
+# -- writes -------------------------------------------------------------------
+
+def insert(request):
+    name = request.collection_name()
+    errors, inserted = [], 0
+    with request.store.lock:
+        collection = request.store.collection(request.database, name, create=True)
+        for index, doc in enumerate(request.command.get('documents', [])):
+            try:
+                collection.insert(doc)
+                inserted += 1
+            except CommandError as error:
+                errors.append(_write_error(index, error))
+                if request.command.get('ordered', True):
+                    break
+    reply = SON([('n', inserted)])
+    if errors:
+        reply['writeErrors'] = errors
+    return reply
+
+
+def update(request):
+    name = request.collection_name()
+    key = request.shard_key(name)
+    n = modified = 0
+    upserted, errors = [], []
+    for index, statement in enumerate(request.command.get('updates', [])):
+        try:
+            if key is not None:
+                sharding.check_update(key, statement)
+            query, change = statement.get('q', {}), statement.get('u', {})
+            with request.store.lock:
+                if statement.get('multi'):
+                    if not isinstance(change, list) and not updates.is_operator_update(change):
+                        raise CommandError(9, 'multi update is not supported for '
+                                           'replacement-style update')
+                    matched, changed = request.store.update_many(
+                        request.database, name, query, change)
+                    n, modified = n + matched, modified + changed
+                    continue
+                before, after, inserted = request.store.update_one(
+                    request.database, name, query, change, bool(statement.get('upsert')))
+            if inserted:
+                n += 1
+                upserted.append(SON([('index', index), ('_id', after['_id'])]))
+            elif after is not None:
+                n += 1
+                modified += after != before
+        except CommandError as error:
+            errors.append(_write_error(index, error))
+            if request.command.get('ordered', True):
+                break
+    reply = SON([('n', n), ('nModified', modified)])
+    if upserted:
+        reply['upserted'] = upserted
+    if errors:
+        reply['writeErrors'] = errors
+    return reply
+
+
+def delete(request):
+    name = request.collection_name()
+    key = request.shard_key(name)
+    n, errors = 0, []
+    for index, statement in enumerate(request.command.get('deletes', [])):
+        try:
+            if key is not None:
+                sharding.check_delete(key, statement)
+            with request.store.lock:
+                n += len(request.store.delete(request.database, name, statement.get('q', {}),
+                                              statement.get('limit', 0)))
+        except CommandError as error:
+            errors.append(_write_error(index, error))
+            if request.command.get('ordered', True):
+                break
+    reply = SON([('n', n)])
+    if errors:
+        reply['writeErrors'] = errors
+    return reply
+
+
+def find_and_modify(request):
+    name = request.collection_name()
+    command = request.command
+    query = command.get('query') or {}
+    key = request.shard_key(name)
+    if key is not None:
+        sharding.check_find_and_modify(key, query)
+    remove = bool(command.get('remove'))
+    change = command.get('update')
+    if remove == (change is not None):
+        raise CommandError(9, 'Either an update or remove=true must be specified')
+    last_error = SON()
+    with request.store.lock:
+        if remove:
+            deleted = request.store.delete(request.database, name, query, 1,
+                                           command.get('sort'))
+            value = deleted[0] if deleted else None
+            last_error['n'] = len(deleted)
+        else:
+            before, after, inserted = request.store.update_one(
+                request.database, name, query, change, bool(command.get('upsert')),
+                command.get('sort'))
+            value = after if command.get('new') else before
+            last_error['n'] = 1 if after is not None else 0
+            last_error['updatedExisting'] = before is not None
+            if inserted:
+                last_error['upserted'] = after['_id']
+        value = updates.project(value, command.get('fields'))
+    return SON([('lastErrorObject', last_error), ('value', value)])
+
+
+def shard_collection(request):
+    if not request.mongos:
+        return command_not_found(request)
+    if request.database != 'admin':
+        raise CommandError(13, 'shardCollection may only be run against the admin database.')
+    with request.store.lock:
+        return sharding.shard_collection(request.store, request.command)
+
+
+def enable_sharding(request):
+    if not request.mongos:
+        return command_not_found(request)
+    return SON()
+
+
+def command_not_found(request):
+    raise CommandError(59, "no such command: '%s'" % request.name)
+
+
+HANDLERS = {
+    'hello': hello, 'isMaster': hello, 'ismaster': hello,
+    'ping': ping, 'buildInfo': build_info, 'buildinfo': build_info,
+    'endSessions': end_sessions, 'configureFailPoint': configure_fail_point,
+    'create': create, 'drop': drop, 'dropDatabase': drop_database,
+    'listCollections': list_collections, 'listIndexes': list_indexes,
+    'createIndexes': create_indexes, 'listDatabases': list_databases,
+    'find': find, 'count': count, 'aggregate': aggregate,
+    'getMore': get_more, 'killCursors': kill_cursors,
+    'insert': insert, 'update': update, 'delete': delete,
+    'findAndModify': find_and_modify, 'findandmodify': find_and_modify,
+    'shardCollection': shard_collection, 'shardcollection': shard_collection,
+    'enableSharding': enable_sharding, 'enablesharding': enable_sharding,
+}
+
+
+def handler_for(name):
+    return HANDLERS.get(name, command_not_found)

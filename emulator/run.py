@@ -1,0 +1,57 @@
+"""Command line entry point: start the emulator for a test run.
+
+    /usr/bin/python3 emulator/run.py [--mongos] [--port N] [--ignore-stdin]
+
+Prints exactly one line, ``mongodb://127.0.0.1:PORT/``, once it accepts
+connections, then serves until SIGTERM or SIGINT, or until its standard
+input reaches end of file, so a test harness that dies (and so closes the
+pipe) never leaves it running. ``--ignore-stdin`` serves on when stdin is
+/dev/null, e.g. when started in the background by a shell script.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from emulator.server import Emulator  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description='MongoDB emulator for resv tests')
+    parser.add_argument('--mongos', action='store_true', help='act as a mongos')
+    parser.add_argument('--port', type=int, default=0, help='port (0: any free port)')
+    parser.add_argument('--ignore-stdin', action='store_true',
+                        help='do not stop when stdin reaches end of file')
+    parser.add_argument('--verbose', action='store_true', help='log internal errors')
+    args = parser.parse_args(argv)
+
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+
+    emulator = Emulator(port=args.port, mongos=args.mongos, verbose=args.verbose).start()
+    sys.stdout.write(emulator.uri + '\n')
+    sys.stdout.flush()
+
+    if not args.ignore_stdin:
+        def watch_stdin():
+            try:
+                while sys.stdin.buffer.read(65536):
+                    pass
+            except (OSError, ValueError):
+                pass
+            done.set()
+        threading.Thread(target=watch_stdin, daemon=True).start()
+
+    while not done.wait(0.5):
+        pass
+    emulator.stop()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The data: databases of collections of documents, and the single-document
+write semantics on them.
+
+Each collection keeps its documents in insertion order, keyed by an
+order-sensitive form of ``_id`` (ordered.id_key): that key is the unique
+``_id`` index. Matching is mongomock's ``filter_applies`` over SON
+documents, so embedded documents compare in field order and queries keep
+MongoDB's type bracketing. One lock guards all data: every insert, update,
+delete and findAndModify runs whole under it, which makes each one atomic
+like MongoDB's single-document writes (connections still run concurrently;
+only the data step is serialized).
+"""
+
+import copy
+import threading
+
+from bson.son import SON
+from mongomock import OperationFailure
+from mongomock.filtering import BsonComparable, filter_applies, resolve_sort_key
+
+from . import updates
+from .errors import CommandError, duplicate_key
+from .ordered import id_key, to_son
+from .pipeline import apply_pipeline
+
+
+class Collection:
+    """One collection's documents: id_key(_id) -> SON document."""
+
+    def __init__(self, database, name):
+        self.database = database
+        self.name = name
+        self.documents = {}
+
+    @property
+    def namespace(self):
+        return '%s.%s' % (self.database, self.name)
+
+    def matching(self, query):
+        """Documents matching query, in natural order (a plain _id equality
+        is looked up in the _id index first)."""
+        query = query or {}
+        if '_id' in query and updates.is_equality(query['_id']):
+            doc = self.documents.get(id_key(query['_id']))
+            candidates = [doc] if doc is not None else []
+        else:
+            candidates = list(self.documents.values())
+        try:
+            return [doc for doc in candidates if filter_applies(query, doc)]
+        except OperationFailure as error:
+            raise CommandError(error.code or 2, str(error))
+        except NotImplementedError as error:
+            raise CommandError(2, str(error))
+
+    def insert(self, doc):
+        """Insert a document (gaining an _id if it has none); raises
+        DuplicateKey when its _id is taken."""
+        doc = updates.with_id_first(to_son(doc))
+        key = id_key(doc['_id'])
+        if key in self.documents:
+            raise duplicate_key(self.namespace, doc['_id'])
+        self.documents[key] = doc
+        return doc
+
+    def replace(self, old, new):
+        """Store new in place of old (same _id)."""
+        self.documents[id_key(old['_id'])] = new
+
+    def remove(self, doc):
+        del self.documents[id_key(doc['_id'])]
+
+
+def sort_documents(docs, sort):
+    """Sort by a sort specification, like find's sort."""
+    for field, direction in reversed(list((sort or {}).items())):
+        docs = sorted(docs, key=lambda d: resolve_sort_key(field, d),
+                      reverse=direction < 0)
+    return docs
+
+
+def updated(doc, update, inserting):
+    """The document after an update: a pipeline (list), operators or a
+    replacement."""
+    if isinstance(update, list):
+        return apply_pipeline(doc, update)
+    if updates.is_operator_update(update):
+        return updates.apply_operators(doc, update, inserting)
+    return updates.replace(doc, update)
+
+
+class Store:
+    """All databases. Call the write methods with the lock held."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.databases = {}  # name -> {collection name -> Collection}
+
+    def collection(self, database, name, create=False):
+        """The collection, or None if it does not exist and create is false."""
+        collections = self.databases.get(database)
+        if collections is None or name not in collections:
+            if not create:
+                return None
+            collections = self.databases.setdefault(database, {})
+            collections[name] = Collection(database, name)
+        return collections[name]
+
+    def drop(self, database, name):
+        return self.databases.get(database, {}).pop(name, None) is not None
+
+    def find(self, database, name, query, sort=None):
+        collection = self.collection(database, name)
+        if collection is None:
+            return []
+        return sort_documents(collection.matching(query), sort)
+
+    def update_one(self, database, name, query, update, upsert, sort=None):
+        """Update the first match, or upsert. Returns (before, after,
+        upserted): before is None for an upsert, after None for no match."""
+        collection = self.collection(database, name, create=upsert)
+        matches = sort_documents(collection.matching(query), sort) if collection else []
+        if matches:
+            before = matches[0]
+            after = updated(copy.deepcopy(before), update, inserting=False)
+            collection.replace(before, after)
+            return before, after, False
+        if not upsert:
+            return None, None, False
+        seed = updates.seed_from_filter(query)
+        if not isinstance(update, list) and not updates.is_operator_update(update):
+            seed = updates.with_id_first(SON([('_id', seed['_id'])] + list(update.items())))
+        else:
+            seed = updated(seed, update, inserting=True)
+        # The filter did not match; if a document has this _id anyway the
+        # insert fails with E11000 and, as on the server, is not retried.
+        return None, collection.insert(seed), True
+
+    def update_many(self, database, name, query, update):
+        collection = self.collection(database, name)
+        changed = 0
+        matches = collection.matching(query) if collection else []
+        for before in matches:
+            after = updated(copy.deepcopy(before), update, inserting=False)
+            collection.replace(before, after)
+            changed += after != before
+        return len(matches), changed
+
+    def delete(self, database, name, query, limit, sort=None):
+        """Delete the first match (limit 1) or all; returns the deleted docs."""
+        collection = self.collection(database, name)
+        if collection is None:
+            return []
+        matches = sort_documents(collection.matching(query), sort)
+        if limit:
+            matches = matches[:1]
+        for doc in matches:
+            collection.remove(doc)
+        return matches
