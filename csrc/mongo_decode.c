@@ -1,0 +1,183 @@
+/* mongo_decode.c: the format-1 document, read and written.
+ *
+ * Reading: a stored document is checked field by field against SPEC
+ * section 3, in order: _id {t, n, k}, tenant_id, key, owner {tenant_id, id},
+ * expires_at (int64, or null when confirmed), then holds (an array of
+ * strings, pending only) or version (int64, confirmed only), and nothing
+ * else. Every string must be UTF-8 without NUL, and tenant_id/key must
+ * repeat the _id's. A document that is not exactly this is not ours to
+ * interpret: it answers RESV_EFORMAT, so a collection written by something
+ * else can never crash the store or be mistaken for a reservation.
+ */
+#include "mongo_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool bad(resv_error_t *err, const char *what) {
+  return resv__fail(err, RESV_EFORMAT,
+                    "document is not a format-1 reservation: %s", what);
+}
+
+static bool str_eq(resv_str_t a, resv_str_t b) {
+  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+/* Reads the next field of it, which must be named name and hold valid
+ * UTF-8 without NUL, into out. */
+static bool next_string(bson_iter_t *it, const char *name, resv_str_t *out) {
+  uint32_t len;
+  const char *s;
+
+  if (!bson_iter_next(it) || strcmp(bson_iter_key(it), name) != 0 ||
+      !BSON_ITER_HOLDS_UTF8(it))
+    return false;
+  s = bson_iter_utf8(it, &len);
+  if (!resv__utf8_valid(s, len))
+    return false;
+  out->ptr = s;
+  out->len = len;
+  return true;
+}
+
+/* Reads the next field of it, which must be a document named name whose
+ * fields are exactly names[0..n) holding strings, into outs. */
+static bool next_subdoc(bson_iter_t *it, const char *name,
+                        const char *const *names, resv_str_t *outs,
+                        size_t n) {
+  bson_iter_t sub;
+
+  if (!bson_iter_next(it) || strcmp(bson_iter_key(it), name) != 0 ||
+      !BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &sub))
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!next_string(&sub, names[i], &outs[i]))
+      return false;
+  return !bson_iter_next(&sub);
+}
+
+static bool read_int64(const bson_iter_t *it, int64_t *out) {
+  if (BSON_ITER_HOLDS_INT64(it))
+    *out = bson_iter_int64(it);
+  else if (BSON_ITER_HOLDS_INT32(it))
+    *out = bson_iter_int32(it);
+  else
+    return false;
+  return true;
+}
+
+/* Reads the holds array: strings, no duplicates (a set). */
+static bool read_holds(const bson_iter_t *it, resv__mongo_doc_t *out,
+                       resv_error_t *err) {
+  bson_iter_t arr;
+  size_t n = 0, cap = 0;
+
+  if (!BSON_ITER_HOLDS_ARRAY(it) || !bson_iter_recurse(it, &arr))
+    return bad(err, "holds is not an array");
+  while (bson_iter_next(&arr)) {
+    uint32_t len;
+    const char *s;
+
+    if (!BSON_ITER_HOLDS_UTF8(&arr))
+      return bad(err, "a hold is not a string");
+    s = bson_iter_utf8(&arr, &len);
+    if (len == 0 || !resv__utf8_valid(s, len))
+      return bad(err, "a hold is empty or not UTF-8");
+    if (n == cap) {
+      size_t ncap = cap ? cap * 2 : 4;
+      resv_str_t *grown = realloc(out->holds, ncap * sizeof *grown);
+      if (!grown)
+        return resv__fail(err, RESV_ENOMEM, "out of memory");
+      out->holds = grown;
+      cap = ncap;
+    }
+    out->holds[n].ptr = s;
+    out->holds[n].len = len;
+    for (size_t i = 0; i < n; i++)
+      if (str_eq(out->holds[i], out->holds[n]))
+        return bad(err, "holds has a duplicate");
+    out->nholds = ++n;
+  }
+  /* An empty array is legal: abandon leaves one between its pull and its
+   * delete, and for good if the delete never ran. */
+  return true;
+}
+
+static bool decode(const bson_t *doc, resv__mongo_doc_t *out,
+                   resv_error_t *err) {
+  static const char *const id_names[] = {"t", "n", "k"};
+  static const char *const owner_names[] = {"tenant_id", "id"};
+  resv_str_t id[3], owner[2], tenant, key;
+  bson_iter_t it;
+
+  if (!bson_iter_init(&it, doc))
+    return bad(err, "corrupt BSON");
+  if (!next_subdoc(&it, "_id", id_names, id, 3))
+    return bad(err, "_id is not {t, n, k}");
+  if (!next_string(&it, "tenant_id", &tenant) || !str_eq(tenant, id[0]))
+    return bad(err, "tenant_id missing or not the _id's");
+  if (!next_string(&it, "key", &key) || !str_eq(key, id[2]))
+    return bad(err, "key missing or not the _id's");
+  if (id[1].len == 0 || id[2].len == 0)
+    return bad(err, "empty namespace or key");
+  if (!next_subdoc(&it, "owner", owner_names, owner, 2) || owner[1].len == 0)
+    return bad(err, "owner is not {tenant_id, id}");
+  out->key.tenant = id[0];
+  out->key.ns = id[1];
+  out->key.key = id[2];
+  out->owner.tenant = owner[0];
+  out->owner.id = owner[1];
+
+  if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "expires_at") != 0)
+    return bad(err, "expires_at missing");
+  if (BSON_ITER_HOLDS_NULL(&it)) {
+    out->state = RESV_STATE_CONFIRMED;
+    if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "version") != 0 ||
+        !read_int64(&it, &out->version) || out->version < 0)
+      return bad(err, "a confirmed reservation without an int64 version");
+  } else {
+    out->state = RESV_STATE_PENDING;
+    if (!read_int64(&it, &out->expires_at))
+      return bad(err, "expires_at is neither int64 nor null");
+    if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "holds") != 0)
+      return bad(err, "a pending reservation without holds");
+    if (!read_holds(&it, out, err))
+      return false;
+  }
+  if (bson_iter_next(&it))
+    return bad(err, "an unknown field after the reservation's fields");
+  return true;
+}
+
+bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
+                        resv_error_t *err) {
+  memset(out, 0, sizeof *out);
+  if (decode(doc, out, err))
+    return true;
+  resv__mongo_doc_free(out);
+  return false;
+}
+
+void resv__mongo_doc_free(resv__mongo_doc_t *doc) {
+  free(doc->holds);
+  doc->holds = NULL;
+  doc->nholds = 0;
+}
+
+bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,
+                              const resv_owner_t *owner) {
+  return str_eq(doc->owner.tenant, owner->tenant) &&
+         str_eq(doc->owner.id, owner->id);
+}
+
+bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
+                            bool with_holds, resv_answer_t *answer,
+                            resv_error_t *err) {
+  bool pending = doc->state == RESV_STATE_PENDING;
+  bool holds = pending && with_holds;
+  return resv__answer_set(answer, status, doc->state,
+                          pending ? doc->expires_at : 0,
+                          pending ? 0 : doc->version, &doc->owner.tenant,
+                          &doc->owner.id, holds ? doc->holds : NULL,
+                          holds ? doc->nholds : 0, err);
+}

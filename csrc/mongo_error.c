@@ -1,0 +1,101 @@
+/* mongo_error.c: driver errors as resv errors.
+ *
+ * The pool runs with mongoc's error API version 2, where a server's own
+ * error arrives as domain MONGOC_ERROR_SERVER (or MONGOC_ERROR_WRITE_CONCERN)
+ * with MongoDB's code, so a duplicate key is exactly MONGOC_ERROR_SERVER /
+ * 11000 and nothing else. The mapping follows SPEC section 8:
+ *   - server errors are RESV_ESERVER with the server's code and message,
+ *     but for MaxTimeMSExpired, which is a timeout;
+ *   - failing to select a server or losing the connection is
+ *     RESV_EUNAVAILABLE, or RESV_ETIMEOUT when the call's deadline has
+ *     passed (a socket timeout is how a late server shows itself);
+ *   - anything else the driver refuses is RESV_ESERVER with code 0.
+ * Messages may quote a connection string (host lists, auth failures): the
+ * URI's password is replaced by "***" before a message leaves the
+ * backend. */
+#include "mongo_internal.h"
+
+#include <string.h>
+
+#define SERVER_DUPLICATE_KEY 11000
+#define SERVER_MAX_TIME_EXPIRED 50
+
+bool resv__mongo_is_duplicate(const bson_error_t *error) {
+  return error->domain == MONGOC_ERROR_SERVER &&
+         error->code == SERVER_DUPLICATE_KEY;
+}
+
+/* Replaces each occurrence of needle in s (cap bytes of room, NUL
+ * included) with "***", cutting the result to cap when a short needle
+ * makes it grow. */
+static void scrub_one(char *s, size_t cap, const char *needle) {
+  char out[1024];
+  size_t nlen, o = 0;
+  const char *p = s;
+
+  if (!needle || !*needle || !strstr(s, needle))
+    return;
+  if (cap > sizeof out)
+    cap = sizeof out;
+  nlen = strlen(needle);
+  while (*p && o + 1 < cap) {
+    if (strncmp(p, needle, nlen) == 0) {
+      for (int i = 0; i < 3 && o + 1 < cap; i++)
+        out[o++] = '*';
+      p += nlen;
+    } else {
+      out[o++] = *p++;
+    }
+  }
+  out[o] = '\0';
+  memcpy(s, out, o + 1);
+}
+
+void resv__mongo_scrub(const resv__mongo_t *m, char *s) {
+  size_t cap = strlen(s) + 1;
+  if (!m)
+    return;
+  /* The raw form first: it contains the decoded one when no character
+   * needed escaping, and both are secret. */
+  scrub_one(s, cap, m->secret_raw);
+  scrub_one(s, cap, m->secret);
+}
+
+bool resv__mongo_fail(const resv__mongo_t *m, resv_error_t *err,
+                      const bson_error_t *error, int64_t deadline,
+                      const char *what) {
+  char text[sizeof error->message];
+  bool late = deadline > 0 && resv__monotonic_ms() >= deadline;
+
+  memcpy(text, error->message, sizeof text);
+  text[sizeof text - 1] = '\0';
+  resv__mongo_scrub(m, text);
+
+  switch (error->domain) {
+  case MONGOC_ERROR_SERVER:
+  case MONGOC_ERROR_WRITE_CONCERN:
+    if (error->code == SERVER_MAX_TIME_EXPIRED)
+      return resv__fail(err, RESV_ETIMEOUT, "%s: %s", what, text);
+    return resv__fail_server(err, RESV_ESERVER, (int32_t)error->code,
+                             "%s: %s (code %u)", what, text,
+                             (unsigned)error->code);
+  case MONGOC_ERROR_SERVER_SELECTION:
+  case MONGOC_ERROR_STREAM:
+    if (late)
+      return resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed: %s", what,
+                        text);
+    return resv__fail(err, RESV_EUNAVAILABLE, "%s: %s", what, text);
+  case MONGOC_ERROR_CLIENT:
+    if (error->code == MONGOC_ERROR_CLIENT_AUTHENTICATE)
+      return resv__fail(err, RESV_ESERVER, "%s: authentication: %s", what,
+                        text);
+    if (late)
+      return resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed: %s", what,
+                        text);
+    return resv__fail(err, RESV_ESERVER, "%s: %s", what, text);
+  default:
+    return resv__fail(err, RESV_ESERVER, "%s: %s (driver domain %u code %u)",
+                      what, text, (unsigned)error->domain,
+                      (unsigned)error->code);
+  }
+}

@@ -1,0 +1,109 @@
+/* mongo_internal.h: what the files of the MongoDB backend share.
+ *
+ * mongo_store.c opens the connection pool and owns the backend; it hands
+ * each call to mongo_schema.c (the type's one-time set-up) and then to
+ * mongo_ops.c (the operation). mongo_decode.c turns a stored document into
+ * its parts, mongo_error.c turns a driver error into a resv_error_t. The
+ * rest of the core sees only resv__mongo_open (internal.h). */
+#ifndef RESV_MONGO_INTERNAL_H
+#define RESV_MONGO_INTERNAL_H
+
+#include "internal.h"
+
+#include <mongoc/mongoc.h>
+
+/* The backend: one per MongoDB store. Immutable after open, so the
+ * dispatcher's threads read it without a lock (the pool is thread-safe). */
+typedef struct resv__mongo {
+  mongoc_client_pool_t *pool;
+  mongoc_uri_t *uri;
+  mongoc_read_prefs_t *primary; /* reads go to the primary */
+  char *database;
+  bool is_mongos;  /* hello said msg: "isdbgrid" */
+  bool shard_auto; /* sharding option is auto */
+  char *secret;    /* the URI's password (decoded), scrubbed from errors */
+  char *secret_raw; /* the same as written in the URI (percent-encoded) */
+  char hosts[256]; /* "host:port,host:port" for describe */
+} resv__mongo_t;
+
+/* ---- Errors (mongo_error.c) ------------------------------------------ */
+
+/* True when error is a duplicate key (E11000) under error API 2. */
+bool resv__mongo_is_duplicate(const bson_error_t *error);
+
+/* Turns a driver error into err and returns false: server errors keep
+ * MongoDB's code (RESV_ESERVER), unreachable servers are RESV_EUNAVAILABLE,
+ * or RESV_ETIMEOUT once deadline (resv__monotonic_ms clock; 0 = none) has
+ * passed. what names the step ("reserve", "create collection"); the
+ * URI's password never reaches the message. */
+bool resv__mongo_fail(const resv__mongo_t *m, resv_error_t *err,
+                      const bson_error_t *error, int64_t deadline,
+                      const char *what);
+
+/* Replaces every occurrence of the URI's password in s (NUL-terminated,
+ * edited in place) with "***". */
+void resv__mongo_scrub(const resv__mongo_t *m, char *s);
+
+/* ---- Documents (mongo_decode.c) -------------------------------------- */
+
+/* A stored reservation, its strings pointing into the document it was
+ * read from (valid while that bson_t lives). */
+typedef struct resv__mongo_doc {
+  resv_key_t key;
+  resv_owner_t owner;
+  int32_t state;      /* RESV_STATE_PENDING or RESV_STATE_CONFIRMED */
+  int64_t expires_at; /* pending */
+  int64_t version;    /* confirmed */
+  resv_str_t *holds;  /* pending; malloc'd, freed by resv__mongo_doc_free */
+  size_t nholds;
+} resv__mongo_doc_t;
+
+/* Parses doc strictly against the format-1 layout (SPEC section 3): field
+ * order, types, UTF-8, the state's fields and no others. Anything else
+ * fails with RESV_EFORMAT (or RESV_ENOMEM); out then needs no freeing. */
+bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
+                        resv_error_t *err);
+void resv__mongo_doc_free(resv__mongo_doc_t *doc);
+
+/* True when the document's owner is owner (bytewise). */
+bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,
+                              const resv_owner_t *owner);
+
+/* Fills answer with status and the document's reservation data: owner,
+ * state, and expires_at (pending) or version (confirmed); a pending one's
+ * holds too when with_holds (a conflict does not show another owner's
+ * attempts). */
+bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
+                            bool with_holds, resv_answer_t *answer,
+                            resv_error_t *err);
+
+/* ---- Types (mongo_schema.c) ------------------------------------------ */
+
+bool resv__mongo_type_init(void *backend, resv_type_t *type,
+                           resv_error_t *err);
+void resv__mongo_type_free(void *backend, resv_type_t *type);
+
+/* Makes sure the type's collection exists, is sharded as SPEC section 4
+ * says, and holds format 1, once per process: after the first success it
+ * costs one atomic load. Fails with RESV_EFORMAT on another format or
+ * shard key (nothing written), or with the server's error. */
+bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
+                              mongoc_client_t *client, int64_t deadline,
+                              resv_error_t *err);
+
+/* ---- Operations (mongo_ops.c) ---------------------------------------- */
+
+/* Reads the one document of coll matching filter from the primary into
+ * out (initialised either way: the caller destroys it); *found says
+ * whether there was one. One round trip. */
+bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
+                          const bson_t *filter, bson_t *out, bool *found,
+                          bson_error_t *error);
+
+/* Runs one validated request on coll (the type's collection). */
+bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
+                     const resv_request_t *req, int64_t now,
+                     int64_t deadline, resv_answer_t *answer,
+                     resv_error_t *err);
+
+#endif /* RESV_MONGO_INTERNAL_H */

@@ -1,0 +1,278 @@
+/* mongo_schema.c: a type's collection, set up on its first call.
+ *
+ * The store does not know its aggregate types in advance, so the first
+ * call of a type (in this process) makes sure its collection is ready:
+ *   1. create it; NamespaceExists (48) means another worker or process
+ *      was first, which is just as good (7.0+ and mongos answer ok);
+ *   2. read the format record {_id: "format", format: 1}: another format,
+ *      or a record that is not one, is refused with RESV_EFORMAT before
+ *      anything is written (SPEC section 3);
+ *   3. on a mongos, read config.collections: a collection sharded on any
+ *      key but {tenant_id: 1, key: "hashed"} is refused with RESV_EFORMAT,
+ *      since the _id index then no longer keeps a key unique across the
+ *      cluster; with sharding auto an unsharded one is sharded on that key
+ *      (enableSharding first, which servers before 6.0 need and later ones
+ *      accept). When shardCollection fails, config.collections is read
+ *      again: a concurrent process may have sharded it the same way;
+ *   4. write the format record when step 2 found none; a duplicate key
+ *      means a racing process wrote one, which is read and checked.
+ * Each step is safe to run by many processes at once, so the process-wide
+ * part is only a mutex and a ready flag per type: the first thread does
+ * the work while the others of the same type wait for it; later calls pay
+ * one atomic load. A failed set-up leaves the flag down and the next call
+ * tries again (a format refusal is read again each time, and still writes
+ * nothing). */
+#include "mongo_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SERVER_NAMESPACE_EXISTS 48
+
+typedef struct type_state {
+  pthread_mutex_t mutex;
+  atomic_bool ready;
+} type_state_t;
+
+bool resv__mongo_type_init(void *backend, resv_type_t *type,
+                           resv_error_t *err) {
+  type_state_t *st = calloc(1, sizeof *st);
+  if (!st)
+    return resv__fail(err, RESV_ENOMEM, "out of memory");
+  pthread_mutex_init(&st->mutex, NULL);
+  atomic_init(&st->ready, false);
+  type->backend_state = st;
+  return true;
+}
+
+void resv__mongo_type_free(void *backend, resv_type_t *type) {
+  type_state_t *st = type->backend_state;
+  if (!st)
+    return;
+  pthread_mutex_destroy(&st->mutex);
+  free(st);
+  type->backend_state = NULL;
+}
+
+/* Checks a format record: {_id: "format", format: 1}, format a number. */
+static bool check_format(const bson_t *record, const char *collection,
+                         resv_error_t *err) {
+  bson_iter_t it;
+  if (bson_iter_init_find(&it, record, "format") &&
+      BSON_ITER_HOLDS_NUMBER(&it) && bson_iter_as_double(&it) == 1.0)
+    return true;
+  if (bson_iter_init_find(&it, record, "format") &&
+      BSON_ITER_HOLDS_NUMBER(&it))
+    return resv__fail(err, RESV_EFORMAT,
+                      "collection %s holds format %g, this store writes "
+                      "format 1; nothing was written",
+                      collection, bson_iter_as_double(&it));
+  return resv__fail(err, RESV_EFORMAT,
+                    "collection %s has a format record without a numeric "
+                    "format; nothing was written",
+                    collection);
+}
+
+/* Reads the format record into *found and checks it when there is one. */
+static bool read_format(const resv__mongo_t *m, mongoc_collection_t *coll,
+                        const char *collection, int64_t deadline,
+                        bool *found, resv_error_t *err) {
+  bson_t filter = BSON_INITIALIZER, record;
+  bson_error_t error;
+  bool ok;
+
+  BSON_APPEND_UTF8(&filter, "_id", "format");
+  ok = resv__mongo_find_one(m, coll, &filter, &record, found, &error);
+  bson_destroy(&filter);
+  if (!ok)
+    ok = resv__mongo_fail(m, err, &error, deadline, "read format record");
+  else if (*found)
+    ok = check_format(&record, collection, err);
+  bson_destroy(&record);
+  return ok;
+}
+
+static bool is_our_shard_key(const bson_iter_t *key_it) {
+  bson_iter_t it;
+  if (!BSON_ITER_HOLDS_DOCUMENT(key_it) || !bson_iter_recurse(key_it, &it))
+    return false;
+  if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "tenant_id") != 0 ||
+      !BSON_ITER_HOLDS_NUMBER(&it) || bson_iter_as_double(&it) != 1.0)
+    return false;
+  if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "key") != 0 ||
+      !BSON_ITER_HOLDS_UTF8(&it) ||
+      strcmp(bson_iter_utf8(&it, NULL), "hashed") != 0)
+    return false;
+  return !bson_iter_next(&it);
+}
+
+/* Reads ns's entry in config.collections: *sharded says whether the
+ * collection is sharded, *ours whether on {tenant_id: 1, key: "hashed"}.
+ * Entries of dropped collections (before 5.0) and of unsharded tracked
+ * ones (8.0's unsplittable) do not count. */
+static bool read_sharding(const resv__mongo_t *m, mongoc_client_t *client,
+                          const char *ns, bool *sharded, bool *ours,
+                          bson_error_t *error) {
+  mongoc_collection_t *config =
+      mongoc_client_get_collection(client, "config", "collections");
+  bson_t filter = BSON_INITIALIZER, entry;
+  bson_iter_t it;
+  bool found, ok;
+
+  BSON_APPEND_UTF8(&filter, "_id", ns);
+  ok = resv__mongo_find_one(m, config, &filter, &entry, &found, error);
+  *sharded = *ours = false;
+  if (ok && found) {
+    bool dropped = bson_iter_init_find(&it, &entry, "dropped") &&
+                   bson_iter_as_bool(&it);
+    bool unsplittable = bson_iter_init_find(&it, &entry, "unsplittable") &&
+                        bson_iter_as_bool(&it);
+    if (!dropped && !unsplittable && bson_iter_init_find(&it, &entry, "key")) {
+      *sharded = true;
+      *ours = is_our_shard_key(&it);
+    }
+  }
+  bson_destroy(&entry);
+  bson_destroy(&filter);
+  mongoc_collection_destroy(config);
+  return ok;
+}
+
+static bool admin_command(mongoc_client_t *client, const bson_t *cmd,
+                          bson_error_t *error) {
+  bson_t reply;
+  bool ok = mongoc_client_write_command_with_opts(client, "admin", cmd, NULL,
+                                                  &reply, error);
+  bson_destroy(&reply);
+  return ok;
+}
+
+/* Step 3: refuses a collection sharded on another key, shards an
+ * unsharded one when sharding is auto. */
+static bool ensure_sharding(const resv__mongo_t *m, mongoc_client_t *client,
+                            const char *collection, int64_t deadline,
+                            resv_error_t *err) {
+  char ns[RESV__MAX_NAMESPACE + 2];
+  bson_error_t error, ignored;
+  bool sharded, ours;
+  bson_t cmd, key;
+
+  snprintf(ns, sizeof ns, "%s.%s", m->database, collection);
+  if (!read_sharding(m, client, ns, &sharded, &ours, &error))
+    return resv__mongo_fail(m, err, &error, deadline, "read config.collections");
+  if (sharded && !ours)
+    goto other_key;
+  if (sharded || !m->shard_auto)
+    return true;
+
+  bson_init(&cmd);
+  BSON_APPEND_UTF8(&cmd, "enableSharding", m->database);
+  if (!admin_command(client, &cmd, &ignored) &&
+      ignored.domain != MONGOC_ERROR_SERVER) {
+    bson_destroy(&cmd);
+    return resv__mongo_fail(m, err, &ignored, deadline, "enableSharding");
+  }
+  bson_destroy(&cmd);
+
+  bson_init(&cmd);
+  BSON_APPEND_UTF8(&cmd, "shardCollection", ns);
+  bson_append_document_begin(&cmd, "key", -1, &key);
+  BSON_APPEND_INT32(&key, "tenant_id", 1);
+  BSON_APPEND_UTF8(&key, "key", "hashed");
+  bson_append_document_end(&cmd, &key);
+  if (admin_command(client, &cmd, &error)) {
+    bson_destroy(&cmd);
+    return true;
+  }
+  bson_destroy(&cmd);
+  /* Another process may have sharded it first, maybe on another key. */
+  if (!read_sharding(m, client, ns, &sharded, &ours, &ignored) || !sharded)
+    return resv__mongo_fail(m, err, &error, deadline, "shardCollection");
+  if (ours)
+    return true;
+other_key:
+  return resv__fail(err, RESV_EFORMAT,
+                    "collection %s is sharded on another key than "
+                    "{tenant_id: 1, key: \"hashed\"}; nothing was written",
+                    ns);
+}
+
+/* Step 4: writes the format record, or checks the one a racing process
+ * wrote first. */
+static bool write_format(const resv__mongo_t *m, mongoc_collection_t *coll,
+                         const char *collection, int64_t deadline,
+                         resv_error_t *err) {
+  bson_t record = BSON_INITIALIZER;
+  bson_error_t error;
+  bool ok, found;
+
+  BSON_APPEND_UTF8(&record, "_id", "format");
+  BSON_APPEND_INT32(&record, "format", 1);
+  ok = mongoc_collection_insert_one(coll, &record, NULL, NULL, &error);
+  bson_destroy(&record);
+  if (ok)
+    return true;
+  if (!resv__mongo_is_duplicate(&error))
+    return resv__mongo_fail(m, err, &error, deadline, "write format record");
+  if (!read_format(m, coll, collection, deadline, &found, err))
+    return false;
+  return found ? true
+               : resv__fail(err, RESV_ESERVER,
+                            "the format record of %s vanished while it was "
+                            "being written",
+                            collection);
+}
+
+static bool set_up(const resv__mongo_t *m, const char *collection,
+                   mongoc_client_t *client, int64_t deadline,
+                   resv_error_t *err) {
+  mongoc_database_t *db = mongoc_client_get_database(client, m->database);
+  mongoc_collection_t *coll =
+      mongoc_client_get_collection(client, m->database, collection);
+  bson_t cmd = BSON_INITIALIZER, reply;
+  bson_error_t error;
+  bool ok, found = false;
+
+  BSON_APPEND_UTF8(&cmd, "create", collection);
+  ok = mongoc_database_write_command_with_opts(db, &cmd, NULL, &reply, &error);
+  bson_destroy(&reply);
+  bson_destroy(&cmd);
+  if (!ok && !(error.domain == MONGOC_ERROR_SERVER &&
+               error.code == SERVER_NAMESPACE_EXISTS))
+    ok = resv__mongo_fail(m, err, &error, deadline, "create collection");
+  else
+    ok = read_format(m, coll, collection, deadline, &found, err);
+  if (ok && m->is_mongos)
+    ok = ensure_sharding(m, client, collection, deadline, err);
+  if (ok && !found)
+    ok = write_format(m, coll, collection, deadline, err);
+  mongoc_collection_destroy(coll);
+  mongoc_database_destroy(db);
+  return ok;
+}
+
+bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
+                              mongoc_client_t *client, int64_t deadline,
+                              resv_error_t *err) {
+  type_state_t *st = type->backend_state;
+  bool ok = true;
+
+  if (atomic_load_explicit(&st->ready, memory_order_acquire))
+    return true;
+  pthread_mutex_lock(&st->mutex);
+  if (!atomic_load_explicit(&st->ready, memory_order_relaxed)) {
+    /* A thread that waited here past its deadline gives up rather than
+     * start a set-up that has already failed for the one before it. */
+    if (resv__monotonic_ms() >= deadline)
+      ok = resv__fail(err, RESV_ETIMEOUT,
+                      "the deadline passed while %s was being set up",
+                      type->collection);
+    else
+      ok = set_up(m, type->collection, client, deadline, err);
+    if (ok)
+      atomic_store_explicit(&st->ready, true, memory_order_release);
+  }
+  pthread_mutex_unlock(&st->mutex);
+  return ok;
+}

@@ -1,0 +1,232 @@
+/* mongo_store.c: the MongoDB backend, opened and closed.
+ *
+ * resv__mongo_open parses the URI, gives it the defaults a gateway wants,
+ * checks that the server answers and learns its topology, then makes the
+ * mongoc_client_pool_t the dispatcher's threads take clients from.
+ *
+ * Defaults, each kept when the URI sets it: serverSelectionTimeoutMS,
+ * connectTimeoutMS and socketTimeoutMS are the call's timeout, so a dead
+ * or hung server costs a call no more than its deadline; appname is
+ * "resv" so the server's logs name us. maxPoolSize is always the number
+ * of dispatcher threads: each thread holds at most one client, so a pop
+ * never waits for another thread.
+ *
+ * The start-up check runs on a single-threaded client, not on the pool:
+ * a single client tries each server once (serverSelectionTryOnce) and
+ * fails at once when nothing answers, where a pooled client would wait
+ * out the whole selection timeout. It sends ping, then hello (isMaster
+ * for servers older than 4.4.2); hello's msg "isdbgrid" means a mongos.
+ * Nothing is created on the server here: collections are made on a
+ * type's first call (mongo_schema.c).
+ *
+ * execute pops a client, makes sure the type's collection is set up, runs
+ * the operation (mongo_ops.c) and pushes the client back. */
+#include "mongo_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SERVER_COMMAND_NOT_FOUND 59
+
+/* The password exactly as written in the URI string: after the scheme's
+ * "://" and the user's ":", up to the last "@". NULL when there is none.
+ * The caller frees it. */
+static char *raw_password(const char *uri) {
+  const char *start = strstr(uri, "://"), *colon, *at;
+
+  if (!start)
+    return NULL;
+  start += 3;
+  at = strrchr(start, '@');
+  if (!at)
+    return NULL;
+  colon = memchr(start, ':', (size_t)(at - start));
+  if (!colon || colon + 1 == at)
+    return NULL;
+  return bson_strndup(colon + 1, (size_t)(at - colon - 1));
+}
+
+static void set_default_ms(mongoc_uri_t *uri, const char *option,
+                           int32_t ms) {
+  if (!mongoc_uri_has_option(uri, option))
+    mongoc_uri_set_option_as_int32(uri, option, ms);
+}
+
+static void describe_hosts(resv__mongo_t *m) {
+  const mongoc_host_list_t *host = mongoc_uri_get_hosts(m->uri);
+  size_t used = 0;
+
+  m->hosts[0] = '\0';
+  if (!host && mongoc_uri_get_srv_hostname(m->uri)) {
+    snprintf(m->hosts, sizeof m->hosts, "srv:%s",
+             mongoc_uri_get_srv_hostname(m->uri));
+    return;
+  }
+  for (; host && used + 1 < sizeof m->hosts; host = host->next) {
+    int n = snprintf(m->hosts + used, sizeof m->hosts - used, "%s%s",
+                     used ? "," : "", host->host_and_port);
+    if (n < 0)
+      break;
+    used += (size_t)n;
+  }
+}
+
+/* Sends ping then hello on a single-threaded client and learns whether
+ * the server is a mongos. Fails with RESV_EUNAVAILABLE when nothing
+ * answers. */
+static bool check_server(resv__mongo_t *m, resv_error_t *err) {
+  bson_error_t error;
+  bson_t cmd, reply;
+  bson_iter_t it;
+  bool ok;
+  mongoc_client_t *client = mongoc_client_new_from_uri_with_error(m->uri, &error);
+
+  if (!client)
+    return resv__mongo_fail(m, err, &error, 0, "connect");
+  mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
+
+  bson_init(&cmd);
+  BSON_APPEND_INT32(&cmd, "ping", 1);
+  ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
+                                    &error);
+  bson_destroy(&cmd);
+  bson_destroy(&reply);
+  if (!ok) {
+    mongoc_client_destroy(client);
+    return resv__mongo_fail(m, err, &error, 0, "ping");
+  }
+
+  bson_init(&cmd);
+  BSON_APPEND_INT32(&cmd, "hello", 1);
+  ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
+                                    &error);
+  bson_destroy(&cmd);
+  if (!ok && error.domain == MONGOC_ERROR_SERVER &&
+      error.code == SERVER_COMMAND_NOT_FOUND) {
+    bson_destroy(&reply);
+    bson_init(&cmd);
+    BSON_APPEND_INT32(&cmd, "isMaster", 1);
+    ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
+                                      &error);
+    bson_destroy(&cmd);
+  }
+  if (ok && bson_iter_init_find(&it, &reply, "msg") &&
+      BSON_ITER_HOLDS_UTF8(&it))
+    m->is_mongos = strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0;
+  bson_destroy(&reply);
+  mongoc_client_destroy(client);
+  if (!ok)
+    return resv__mongo_fail(m, err, &error, 0, "hello");
+  return true;
+}
+
+static bool mongo_execute(void *backend, resv_type_t *type,
+                          const resv_request_t *req, int64_t now,
+                          int64_t deadline, resv_answer_t *answer,
+                          resv_error_t *err) {
+  resv__mongo_t *m = backend;
+  mongoc_client_t *client;
+  bool ok;
+
+  if (resv__monotonic_ms() >= deadline)
+    return resv__fail(err, RESV_ETIMEOUT, "the deadline passed before the "
+                                          "call reached the server");
+  client = mongoc_client_pool_pop(m->pool);
+  if (!client)
+    return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
+  ok = resv__mongo_schema_ready(m, type, client, deadline, err);
+  if (ok) {
+    mongoc_collection_t *coll =
+        mongoc_client_get_collection(client, m->database, type->collection);
+    ok = resv__mongo_run(m, coll, req, now, deadline, answer, err);
+    mongoc_collection_destroy(coll);
+  }
+  mongoc_client_pool_push(m->pool, client);
+  return ok;
+}
+
+static void mongo_describe(void *backend, char *buf, size_t size) {
+  const resv__mongo_t *m = backend;
+  snprintf(buf, size, "mongodb %s/%s (%s)", m->hosts, m->database,
+           m->is_mongos ? "mongos" : "mongod");
+}
+
+static bool mongo_is_sharded(void *backend) {
+  return ((const resv__mongo_t *)backend)->is_mongos;
+}
+
+static void mongo_destroy(void *backend) {
+  resv__mongo_t *m = backend;
+  if (!m)
+    return;
+  if (m->pool)
+    mongoc_client_pool_destroy(m->pool);
+  mongoc_uri_destroy(m->uri);
+  mongoc_read_prefs_destroy(m->primary);
+  bson_free(m->database);
+  bson_free(m->secret);
+  bson_free(m->secret_raw);
+  bson_free(m);
+}
+
+static const resv__backend_ops_t mongo_ops = {
+    .name = "mongodb",
+    .runs_inline = false,
+    .type_init = resv__mongo_type_init,
+    .type_free = resv__mongo_type_free,
+    .execute = mongo_execute,
+    .describe = mongo_describe,
+    .is_sharded = mongo_is_sharded,
+    .destroy = mongo_destroy,
+};
+
+void *resv__mongo_open(const resv_options_t *options, const char *database,
+                       const resv__backend_ops_t **ops, resv_error_t *err) {
+  int32_t timeout = options->timeout_ms > 0 ? options->timeout_ms
+                                            : RESV__DEFAULT_TIMEOUT_MS;
+  int32_t threads =
+      options->threads > 0 ? options->threads : RESV__DEFAULT_THREADS;
+  bson_error_t error;
+  resv__mongo_t *m;
+
+  mongoc_init();
+  m = bson_malloc0(sizeof *m);
+  m->secret_raw = raw_password(options->uri);
+  m->uri = mongoc_uri_new_with_error(options->uri, &error);
+  if (!m->uri) {
+    char text[sizeof error.message];
+    memcpy(text, error.message, sizeof text);
+    resv__mongo_scrub(m, text);
+    resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", text);
+    mongo_destroy(m);
+    return NULL;
+  }
+  if (mongoc_uri_get_password(m->uri))
+    m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
+  m->database = bson_strdup(database);
+  m->shard_auto = options->sharding != RESV_SHARDING_OFF;
+  m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
+
+  set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
+  set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);
+  set_default_ms(m->uri, MONGOC_URI_SOCKETTIMEOUTMS, timeout);
+  if (!mongoc_uri_get_appname(m->uri))
+    mongoc_uri_set_appname(m->uri, "resv");
+  mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, threads);
+  describe_hosts(m);
+
+  if (!check_server(m, err)) {
+    mongo_destroy(m);
+    return NULL;
+  }
+  m->pool = mongoc_client_pool_new_with_error(m->uri, &error);
+  if (!m->pool) {
+    resv__mongo_fail(m, err, &error, 0, "client pool");
+    mongo_destroy(m);
+    return NULL;
+  }
+  mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+  *ops = &mongo_ops;
+  return m;
+}
