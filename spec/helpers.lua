@@ -90,4 +90,24 @@ end
 
 _M.modes = { "blocking", "spawn" }
 
+-- Sleeps ms milliseconds (poll(2) with no descriptors).
+local ffi = require "ffi"
+if not pcall(ffi.typeof, "struct resv_spec_pollfd") then
+  ffi.cdef [[
+    struct resv_spec_pollfd { int fd; short events; short revents; };
+    int poll(struct resv_spec_pollfd *fds, unsigned long nfds, int timeout);
+  ]]
+end
+function _M.sleep_ms(ms)
+  ffi.C.poll(nil, 0, ms)
+end
+
+-- Waits up to ms for descriptor fd to be readable; true when it is.
+function _M.readable(fd, ms)
+  local p = ffi.new("struct resv_spec_pollfd[1]")
+  p[0].fd = fd
+  p[0].events = 1 -- POLLIN
+  return ffi.C.poll(p, 1, ms) == 1
+end
+
 return _M
