@@ -43,7 +43,8 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 python3-mockupdb python3-mongomock python3-pymongo valgrind
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps demo test test-c test-emulator asan tsan valgrind \
+.PHONY: all deps demo test test-c test-emulator test-lua lua-cdef lua-install \
+        asan tsan valgrind \
         install uninstall clean
 
 all: $(O)/libresv.so $(O)/libresv.a
@@ -60,11 +61,13 @@ deps:
 
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(O)/obj/test/%.o: csrc/test/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Icsrc $(shell pkg-config --cflags check) -c $< -o $@
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS_ALL) -Icsrc $(shell pkg-config --cflags check) -c $< -o $@
 
 $(O)/libresv.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libresv.so $(LDFLAGS_ALL) -o $@ $^ $(LIBS_ALL)
@@ -79,7 +82,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-emulator
+	$(MAKE) test-c test-emulator test-lua
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator.
 test-c: $(O)/resv_tests
@@ -98,6 +101,28 @@ valgrind: deps $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
 	  --errors-for-leak-kinds=definite,indirect,possible $(O)/resv_tests
+
+# ---- the Lua module (lua/, spec/) ------------------------------------
+
+# The busted specs under LuaJIT (settings in .busted), against the emulator
+# or MONGODB_URI as well as the memory store.
+test-lua: $(O)/libresv.so
+	LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
+	  scripts/with-mongo $(LUAJIT) /usr/bin/busted
+
+# Copies the header's RESV_CDEF block into lua/resv/cdef.lua.
+lua-cdef:
+	$(LUAJIT) spec/gen_cdef.lua
+
+# LuaRocks' install step (resv-0.1.0-1.rockspec): the Lua files into
+# LUA_SHAREDIR, libresv.so into LUA_LIBDIR (on package.cpath).
+LUA_SHAREDIR ?= $(PREFIX)/share/lua/5.1
+LUA_LIBDIR   ?= $(PREFIX)/lib/lua/5.1
+lua-install: $(O)/libresv.so
+	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv $(DESTDIR)$(LUA_LIBDIR)
+	install -m 644 lua/resv.lua $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
+	install -m 644 lua/resv/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/
+	install -m 755 $(O)/libresv.so $(DESTDIR)$(LUA_LIBDIR)/libresv.so
 
 # ---- demo -------------------------------------------------------------
 
