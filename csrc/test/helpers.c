@@ -1,0 +1,98 @@
+/* helpers.c: the shared test helpers declared in tests.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests.h"
+
+const char *test_mongo_uri(void) {
+  const char *uri = getenv("RESV_TEST_URI");
+  ck_assert_msg(uri && uri[0],
+                "RESV_TEST_URI is unset: run through scripts/with-mongo");
+  return uri;
+}
+
+resv_store_t *test_open(const char *uri) {
+  resv_options_t o = {.uri = uri, .threads = 4, .timeout_ms = 5000};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  ck_assert_msg(s != NULL, "open %s: %s: %s", uri ? uri : "memory",
+                resv_code_name(err.code), err.message);
+  return s;
+}
+
+resv_type_t *test_fresh_type(resv_store_t *store, const char *prefix) {
+  static atomic_int counter;
+  char aggregate[64];
+  snprintf(aggregate, sizeof aggregate, "%s%dx%d", prefix, (int)getpid(),
+           atomic_fetch_add(&counter, 1));
+  resv_error_t err;
+  resv_type_t *t = resv_store_type(store, "test", 4, aggregate, strlen(aggregate), &err);
+  ck_assert_msg(t != NULL, "type: %s", err.message);
+  return t;
+}
+
+resv_key_t test_key(const char *ns, const char *key) {
+  resv_key_t k = {resv_cstr(""), resv_cstr(ns), resv_cstr(key)};
+  return k;
+}
+
+resv_owner_t test_owner(const char *tenant, const char *id) {
+  resv_owner_t o = {resv_cstr(tenant), resv_cstr(id)};
+  return o;
+}
+
+static void call(resv_type_t *t, resv_request_t *r, resv_answer_t *a) {
+  resv_error_t err;
+  ck_assert_msg(resv_call(t, r, a, &err), "op %d: %s: %s", (int)r->op,
+                resv_code_name(err.code), err.message);
+}
+
+void test_reserve(resv_type_t *t, const char *key, const char *owner,
+                  const char *attempt, int64_t ttl, resv_answer_t *a) {
+  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", key),
+                      .owner = test_owner("", owner), .attempt = resv_cstr(attempt),
+                      .ttl_ms = ttl};
+  call(t, &r, a);
+}
+
+void test_confirm(resv_type_t *t, const char *key, const char *owner,
+                  int64_t version, resv_answer_t *a) {
+  resv_request_t r = {.op = RESV_OP_CONFIRM, .key = test_key("email", key),
+                      .owner = test_owner("", owner), .version = version};
+  call(t, &r, a);
+}
+
+void test_abandon(resv_type_t *t, const char *key, const char *owner,
+                  const char *attempt, resv_answer_t *a) {
+  resv_request_t r = {.op = RESV_OP_ABANDON, .key = test_key("email", key),
+                      .owner = test_owner("", owner), .attempt = resv_cstr(attempt)};
+  call(t, &r, a);
+}
+
+void test_release(resv_type_t *t, const char *key, const char *owner,
+                  resv_answer_t *a) {
+  resv_request_t r = {.op = RESV_OP_RELEASE, .key = test_key("email", key),
+                      .owner = test_owner("", owner)};
+  call(t, &r, a);
+}
+
+void test_get(resv_type_t *t, const char *key, resv_answer_t *a) {
+  resv_request_t r = {.op = RESV_OP_GET, .key = test_key("email", key)};
+  call(t, &r, a);
+}
+
+bool test_str_is(resv_str_t s, const char *want) {
+  return s.len == strlen(want) && memcmp(s.ptr, want, s.len) == 0;
+}
+
+bool test_holds_are(const resv_answer_t *a, size_t n, const char *const *attempts) {
+  if (a->nholds != n) return false;
+  for (size_t i = 0; i < n; i++) {
+    bool found = false;
+    for (size_t j = 0; j < a->nholds && !found; j++) found = test_str_is(a->holds[j], attempts[i]);
+    if (!found) return false;
+  }
+  return true;
+}

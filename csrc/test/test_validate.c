@@ -1,0 +1,209 @@
+/* test_validate.c: SPEC section 8's `invalid`: every bad argument is
+ * refused with a message naming it, and nothing is written. Also the
+ * collection-name rules of SPEC section 3 and the open options. */
+#include <string.h>
+
+#include "tests.h"
+
+typedef struct bad_request {
+  const char *why;
+  const char *names; /* the argument the message must name */
+  resv_request_t request;
+} bad_request_t;
+
+/* Brace initialisers, so the tables can be static. */
+#define S(lit) {lit, sizeof(lit) - 1}
+#define KEY(t, n, k) {S(t), S(n), S(k)}
+#define OWNER(t, i) {S(t), S(i)}
+
+static const bad_request_t bad_requests[] = {
+    {"empty namespace", "key.namespace",
+     {RESV_OP_RESERVE, KEY("", "", "k"), OWNER("", "o"), S("a"), 10, 0}},
+    {"empty key", "key.key",
+     {RESV_OP_RESERVE, KEY("", "n", ""), OWNER("", "o"), S("a"), 10, 0}},
+    {"empty owner id", "owner.id",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", ""), S("a"), 10, 0}},
+    {"empty attempt", "attempt",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S(""), 10, 0}},
+    {"empty attempt on abandon", "attempt",
+     {RESV_OP_ABANDON, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, 0}},
+    {"zero ttl", "ttl",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), 0, 0}},
+    {"negative ttl", "ttl",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), -5, 0}},
+    {"huge ttl", "ttl",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), INT64_MAX, 0}},
+    {"negative version", "version",
+     {RESV_OP_CONFIRM, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, -1}},
+    {"NUL in key", "key.key",
+     {RESV_OP_RESERVE, KEY("", "n", "a\0b"), OWNER("", "o"), S("a"), 10, 0}},
+    {"NUL in tenant", "key.tenant",
+     {RESV_OP_RESERVE, KEY("t\0", "n", "k"), OWNER("", "o"), S("a"), 10, 0}},
+    {"bad UTF-8 in key", "key.key",
+     {RESV_OP_RESERVE, KEY("", "n", "\xff"), OWNER("", "o"), S("a"), 10, 0}},
+    {"overlong UTF-8", "key.key",
+     {RESV_OP_RESERVE, KEY("", "n", "\xc0\xaf"), OWNER("", "o"), S("a"), 10, 0}},
+    {"UTF-16 surrogate", "owner.id",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "\xed\xa0\x80"), S("a"), 10, 0}},
+    {"truncated UTF-8", "owner.tenant",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("\xe2\x82", "o"), S("a"), 10, 0}},
+    {"past U+10FFFF", "attempt",
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("\xf4\x90\x80\x80"), 10, 0}},
+    {"unknown op", "op",
+     {99, KEY("", "n", "k"), OWNER("", "o"), S("a"), 10, 0}},
+};
+
+START_TEST(bad_request_is_invalid_and_writes_nothing) {
+  const bad_request_t *bad = &bad_requests[_i];
+  resv_store_t *store = test_open(NULL);
+  resv_type_t *t = test_fresh_type(store, "validate");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  ck_assert_msg(!resv_call(t, &bad->request, &a, &err), "%s accepted", bad->why);
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, bad->names), "%s: message \"%s\" does not name %s",
+                bad->why, err.message, bad->names);
+
+  /* The job form refuses it the same way, at once. */
+  resv_job_t *job = resv_submit(t, &bad->request, NULL, &err);
+  ck_assert(job && resv_job_done(job));
+  ck_assert_int_eq(resv_job_error(job)->code, RESV_EINVALID);
+  ck_assert_ptr_null(resv_job_answer(job));
+  resv_job_destroy(job);
+
+  resv_request_t get = {.op = RESV_OP_GET, .key = KEY("", "n", "k"), .owner = OWNER("", "")};
+  ck_assert(resv_call(t, &get, &a, &err));
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(store);
+}
+END_TEST
+
+START_TEST(strings_longer_than_max_string_are_invalid) {
+  resv_options_t o = {.max_string = 8};
+  resv_error_t err;
+  resv_store_t *store = resv_store_open(&o, &err);
+  resv_type_t *t = test_fresh_type(store, "v");
+  resv_answer_t a = {0};
+  resv_request_t r = {RESV_OP_RESERVE, KEY("", "n", "12345678"), OWNER("", "o"), S("a"), 10, 0};
+  ck_assert(resv_call(t, &r, &a, &err));
+  r.key.key = resv_cstr("123456789");
+  ck_assert(!resv_call(t, &r, &a, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert(strstr(err.message, "longer than 8 bytes"));
+  resv_answer_clear(&a);
+  resv_store_close(store);
+}
+END_TEST
+
+START_TEST(valid_utf8_is_accepted) {
+  ck_assert(resv__utf8_valid("", 0));
+  ck_assert(resv__utf8_valid("ann@example.com", 15));
+  ck_assert(resv__utf8_valid("\xc3\xa9", 2));         /* é */
+  ck_assert(resv__utf8_valid("\xe2\x82\xac", 3));     /* € */
+  ck_assert(resv__utf8_valid("\xf0\x9f\x98\x80", 4)); /* 😀 */
+  ck_assert(resv__utf8_valid("\xf4\x8f\xbf\xbf", 4)); /* U+10FFFF */
+  ck_assert(!resv__utf8_valid("\xe0\x80\x80", 3));    /* overlong */
+  ck_assert(!resv__utf8_valid("\x80", 1));            /* lone continuation */
+  ck_assert(!resv__utf8_valid("\xf0\x9f\x98", 3));    /* cut short */
+}
+END_TEST
+
+typedef struct bad_type {
+  const char *context;
+  const char *aggregate;
+  const char *names;
+} bad_type_t;
+
+static const bad_type_t bad_types[] = {
+    {"", "user", "context"},      {"shop", "", "aggregate"},
+    {"sh__op", "user", "\"__\""}, {"shop", "us__er", "\"__\""},
+    {"sh.op", "user", "'.'"},     {"shop", "us$er", "'$'"},
+    {"shop_", "user", "end with"}, {"shop", "_user", "start with"},
+    {"shop", "\xff", "UTF-8"},
+};
+
+START_TEST(bad_type_names_are_invalid) {
+  const bad_type_t *bad = &bad_types[_i];
+  resv_store_t *store = test_open(NULL);
+  resv_error_t err;
+  ck_assert_ptr_null(resv_store_type(store, bad->context, strlen(bad->context),
+                                     bad->aggregate, strlen(bad->aggregate), &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, bad->names), "\"%s\" lacks %s", err.message, bad->names);
+  resv_store_close(store);
+}
+END_TEST
+
+START_TEST(type_name_with_nul_is_invalid) {
+  resv_store_t *store = test_open(NULL);
+  resv_error_t err;
+  ck_assert_ptr_null(resv_store_type(store, "sh\0p", 4, "user", 4, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  resv_store_close(store);
+}
+END_TEST
+
+START_TEST(collection_name_follows_the_format) {
+  resv_store_t *store = test_open(NULL);
+  resv_type_t *t = resv_store_type(store, "shop", 4, "user", 4, NULL);
+  ck_assert_str_eq(resv_type_collection(t), "wow_reservation__shop__user");
+  ck_assert_ptr_eq(resv_store_type(store, "shop", 4, "user", 4, NULL), t);
+  resv_store_close(store);
+}
+END_TEST
+
+START_TEST(namespace_longer_than_255_bytes_is_invalid) {
+  resv_options_t o = {.database = "app"};
+  resv_store_t *store = resv_store_open(&o, NULL);
+  char agg[300];
+  /* "app." + "wow_reservation__" + "c" + "__" + agg: 4 + 17 + 1 + 2 = 24 */
+  memset(agg, 'a', sizeof agg);
+  resv_error_t err;
+  ck_assert_ptr_nonnull(resv_store_type(store, "c", 1, agg, 255 - 24, &err));
+  ck_assert_ptr_null(resv_store_type(store, "c", 1, agg, 256 - 24, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert(strstr(err.message, "longer than 255"));
+  resv_store_close(store);
+}
+END_TEST
+
+START_TEST(bad_options_are_invalid) {
+  resv_error_t err;
+  resv_options_t bad[] = {
+      {.threads = -1}, {.queue = -1}, {.timeout_ms = -1},
+      {.max_string = -2}, {.sharding = 7}, {.database = "a.b"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ck_assert_ptr_null(resv_store_open(&bad[i], &err));
+    ck_assert_int_eq(err.code, RESV_EINVALID);
+  }
+}
+END_TEST
+
+START_TEST(names_are_stable) {
+  ck_assert_str_eq(resv_code_name(RESV_EINVALID), "invalid");
+  ck_assert_str_eq(resv_code_name(RESV_ECLOSED), "closed");
+  ck_assert_str_eq(resv_status_name(RESV_EXPIRED), "expired");
+  ck_assert_str_eq(resv_status_name(RESV_KEPT), "kept");
+  ck_assert_str_eq(resv_state_name(RESV_STATE_CONFIRMED), "confirmed");
+  ck_assert_str_eq(resv_code_name(1000), "unknown");
+}
+END_TEST
+
+Suite *validate_suite(void) {
+  Suite *s = suite_create("validate");
+  TCase *tc = tcase_create("validate");
+  tcase_add_loop_test(tc, bad_request_is_invalid_and_writes_nothing, 0,
+                      sizeof bad_requests / sizeof bad_requests[0]);
+  tcase_add_test(tc, strings_longer_than_max_string_are_invalid);
+  tcase_add_test(tc, valid_utf8_is_accepted);
+  tcase_add_loop_test(tc, bad_type_names_are_invalid, 0, sizeof bad_types / sizeof bad_types[0]);
+  tcase_add_test(tc, type_name_with_nul_is_invalid);
+  tcase_add_test(tc, collection_name_follows_the_format);
+  tcase_add_test(tc, namespace_longer_than_255_bytes_is_invalid);
+  tcase_add_test(tc, bad_options_are_invalid);
+  tcase_add_test(tc, names_are_stable);
+  suite_add_tcase(s, tc);
+  return s;
+}

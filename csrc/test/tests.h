@@ -1,0 +1,47 @@
+/* tests.h: what the Check suites share: the suite list and small helpers
+ * to build keys, owners and stores without noise in every test. */
+#ifndef RESV_TESTS_H
+#define RESV_TESTS_H
+
+#include <check.h>
+
+#include "internal.h"
+
+/* Suites, one per file (main.c runs them all; CK_RUN_SUITE picks one). */
+Suite *validate_suite(void);
+Suite *rules_memory_suite(void);
+Suite *rules_mongo_suite(void);
+Suite *race_suite(void);
+Suite *pool_suite(void);
+
+/* The MongoDB the integration suites use: RESV_TEST_URI, set by
+ * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
+ * calling test when unset, so a suite never passes by skipping. */
+const char *test_mongo_uri(void);
+
+/* A store: uri NULL for memory. Fails the test on error. */
+resv_store_t *test_open(const char *uri);
+
+/* A type whose collection no other test of this run uses. */
+resv_type_t *test_fresh_type(resv_store_t *store, const char *prefix);
+
+resv_key_t test_key(const char *ns, const char *key);
+resv_owner_t test_owner(const char *tenant, const char *id);
+
+/* resv_call for one op, failing the test on error. */
+void test_reserve(resv_type_t *t, const char *key, const char *owner,
+                  const char *attempt, int64_t ttl, resv_answer_t *a);
+void test_confirm(resv_type_t *t, const char *key, const char *owner,
+                  int64_t version, resv_answer_t *a);
+void test_abandon(resv_type_t *t, const char *key, const char *owner,
+                  const char *attempt, resv_answer_t *a);
+void test_release(resv_type_t *t, const char *key, const char *owner,
+                  resv_answer_t *a);
+void test_get(resv_type_t *t, const char *key, resv_answer_t *a);
+
+/* True when the answer's holds are exactly the given attempts, in any
+ * order (n of them). */
+bool test_holds_are(const resv_answer_t *a, size_t n, const char *const *attempts);
+bool test_str_is(resv_str_t s, const char *want);
+
+#endif
