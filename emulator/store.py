@@ -16,7 +16,7 @@ import threading
 
 from bson.son import SON
 from mongomock import OperationFailure
-from mongomock.filtering import BsonComparable, filter_applies, resolve_sort_key
+from mongomock.filtering import filter_applies, resolve_sort_key
 
 from . import updates
 from .errors import CommandError, duplicate_key

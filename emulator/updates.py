@@ -93,17 +93,28 @@ def is_operator_update(update):
 
 
 def apply_operators(doc, update, inserting):
-    """Apply an update operator document to doc with mongomock."""
-    ops = SON(update)
-    on_insert = ops.pop('$setOnInsert', None)
+    """Apply an update operator document to doc with mongomock.
+
+    On insert, $setOnInsert joins $set; otherwise it is dropped. Since
+    MongoDB 5.0 the fields of an operator are applied in lexicographic order
+    (so new fields are appended in that order); they are sorted here."""
+    ops = SON()
+    for operator, fields in update.items():
+        if operator == '$setOnInsert':
+            if not inserting:
+                continue
+            operator = '$set'
+        if isinstance(fields, dict):
+            merged = SON(ops.get(operator, SON()))
+            merged.update(fields)
+            fields = SON(sorted(merged.items()))
+        ops[operator] = fields
     collection = _scratch()
     collection.delete_many({})
     collection.insert_one(copy.deepcopy(doc))
     try:
         if ops:
             collection.update_one({}, ops)
-        if inserting and on_insert:
-            collection.update_one({}, {'$set': on_insert})
         return to_son(collection.find_one({}))
     except mongomock.WriteError as error:
         raise CommandError(error.code or 9, str(error))

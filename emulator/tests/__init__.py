@@ -1,0 +1,1 @@
+"""Tests of the emulator: one per MongoDB behaviour it must reproduce."""
