@@ -192,3 +192,24 @@ for _, backend in ipairs(helpers.backends()) do
     end)
   end)
 end
+
+if helpers.mongo_uri() then
+  describe("a full queue", function()
+    it("answers busy at once and the rest normally", function()
+      local store, t = helpers.fresh_type(helpers.backends()[2], { threads = 1, queue = 1 })
+      local counts = {}
+      for i = 1, 500 do
+        resv.spawn(function()
+          local r, err = t:reserve({ namespace = "n", key = "k" .. i }, OWNER, "a", 1000)
+          local what = r and r.status or err:match("^%a+")
+          counts[what] = (counts[what] or 0) + 1
+        end)
+      end
+      assert.is_true(resv.run())
+      assert.is_true((counts.busy or 0) > 0)
+      assert.is_true((counts.reserved or 0) > 0)
+      assert.equal(500, (counts.busy or 0) + (counts.reserved or 0))
+      store:close()
+    end)
+  end)
+end
