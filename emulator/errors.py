@@ -9,7 +9,7 @@ CODE_NAMES = {
     1: 'InternalError', 2: 'BadValue', 6: 'HostUnreachable', 7: 'HostNotFound',
     9: 'FailedToParse', 11: 'UserNotFound', 13: 'Unauthorized', 14: 'TypeMismatch',
     20: 'IllegalOperation', 23: 'AlreadyInitialized', 26: 'NamespaceNotFound',
-    43: 'CursorNotFound', 48: 'NamespaceExists', 50: 'MaxTimeMSExpired',
+    43: 'CursorNotFound', 48: 'NamespaceExists', 50: 'MaxTimeMSExpired', 53: 'InvalidIdField',
     59: 'CommandNotFound', 61: 'ShardKeyNotFound', 63: 'StaleShardVersion',
     66: 'ImmutableField', 72: 'InvalidOptions', 89: 'NetworkTimeout',
     91: 'ShutdownInProgress', 112: 'WriteConflict', 150: 'StaleEpoch',

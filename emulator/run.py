@@ -39,8 +39,10 @@ def main(argv=None):
 
     if not args.ignore_stdin:
         def watch_stdin():
+            # os.read, not sys.stdin: a daemon thread blocked inside a
+            # buffered reader aborts the interpreter at exit.
             try:
-                while sys.stdin.buffer.read(65536):
+                while os.read(sys.stdin.fileno(), 65536):
                     pass
             except (OSError, ValueError):
                 pass

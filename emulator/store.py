@@ -56,6 +56,8 @@ class Collection:
         """Insert a document (gaining an _id if it has none); raises
         DuplicateKey when its _id is taken."""
         doc = updates.with_id_first(to_son(doc))
+        if isinstance(doc['_id'], list):
+            raise CommandError(53, "can't use an array for _id")
         key = id_key(doc['_id'])
         if key in self.documents:
             raise duplicate_key(self.namespace, doc['_id'])

@@ -1,0 +1,118 @@
+"""The failCommand fail point.
+
+MongoDB server wiki, "The failCommand fail point": configureFailPoint on
+admin with mode "alwaysOn", "off", {times: N} or {skip: N}; data.failCommands
+lists the only commands it affects; errorCode makes them answer
+{ok: 0, code} without running; closeConnection closes the connection
+without a reply; blockConnection with blockTimeMS delays the command, then
+runs it (other connections are not blocked); writeConcernError runs the
+command and attaches the error; appName restricts it to one client. The
+server adds the RetryableWriteError label to a retryable error code on a
+retryable write (retryable-writes spec).
+"""
+
+import threading
+import time
+import unittest
+
+import pymongo
+from bson.int64 import Int64
+from bson.son import SON
+
+from .support import EmulatorTest, client, emulator, raw_command
+
+
+class FailPointTest(EmulatorTest):
+
+    def configure(self, mode, **data):
+        return self.client.admin.command(SON([('configureFailPoint', 'failCommand'),
+                                              ('mode', mode), ('data', data)]))
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(self.configure, 'off')
+
+    def test_error_code_applies_to_listed_commands_only(self):
+        self.configure('alwaysOn', failCommands=['find'], errorCode=2)
+        with self.assertRaises(pymongo.errors.OperationFailure) as caught:
+            self.coll.find_one()
+        self.assertEqual(caught.exception.code, 2)
+        self.assertEqual(caught.exception.details['codeName'], 'BadValue')
+        self.coll.insert_one({'_id': 1})          # not listed
+        self.client.admin.command('ping')          # not listed
+        self.client.admin.command('hello')         # not listed
+        self.configure('off')
+        self.assertEqual(self.coll.find_one(), {'_id': 1})
+
+    def test_times_then_off(self):
+        self.configure({'times': 2}, failCommands=['count'], errorCode=2)
+        for _ in range(2):
+            with self.assertRaises(pymongo.errors.OperationFailure):
+                self.db.command('count', 'reservations')
+        self.assertEqual(self.db.command('count', 'reservations')['n'], 0)
+
+    def test_retryable_write_error_label(self):
+        self.configure('alwaysOn', failCommands=['insert'], errorCode=91)
+        command = SON([('insert', 'reservations'), ('documents', [{'_id': 1}]),
+                       ('lsid', {'id': 'session-1'}), ('txnNumber', Int64(1))])
+        reply = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((reply['ok'], reply['code'], reply['codeName']),
+                         (0, 91, 'ShutdownInProgress'))
+        self.assertEqual(reply['errorLabels'], ['RetryableWriteError'])
+        del command['txnNumber']
+        self.assertNotIn('errorLabels', raw_command(emulator().address, self.db.name, command))
+
+    def test_close_connection(self):
+        self.configure({'times': 1}, failCommands=['find'], closeConnection=True)
+        c = client(retryReads=False)
+        self.addCleanup(c.close)
+        with self.assertRaises(pymongo.errors.AutoReconnect):
+            c.get_database(self.db.name).reservations.find_one()
+        self.assertIsNone(c.get_database(self.db.name).reservations.find_one())
+
+    def test_retryable_write_survives_close_connection(self):
+        self.configure({'times': 1}, failCommands=['insert'], closeConnection=True)
+        self.coll.insert_one({'_id': 1})  # pymongo retries once on another connection
+        self.assertEqual(self.coll.count_documents({}), 1)
+
+    def test_block_connection_delays_only_that_connection(self):
+        self.configure({'times': 1}, failCommands=['find'], blockConnection=True, blockTimeMS=800)
+        self.coll.insert_one({'_id': 1})
+        blocked = {}
+
+        def slow_find():
+            start = time.monotonic()
+            blocked['doc'] = self.coll.find_one()
+            blocked['seconds'] = time.monotonic() - start
+
+        thread = threading.Thread(target=slow_find)
+        thread.start()
+        time.sleep(0.1)
+        other = client()
+        self.addCleanup(other.close)
+        start = time.monotonic()
+        other.admin.command('ping')
+        other.get_database(self.db.name).reservations.count_documents({})
+        self.assertLess(time.monotonic() - start, 0.5)
+        thread.join()
+        self.assertEqual(blocked['doc'], {'_id': 1})
+        self.assertGreaterEqual(blocked['seconds'], 0.7)
+
+    def test_write_concern_error(self):
+        self.configure({'times': 1}, failCommands=['insert'],
+                       writeConcernError={'code': 64, 'errmsg': 'waiting for replication timed out'})
+        with self.assertRaises(pymongo.errors.WriteConcernError):
+            self.coll.insert_one({'_id': 1})
+        self.assertEqual(self.coll.count_documents({}), 1)  # the insert ran
+
+    def test_app_name(self):
+        self.configure('alwaysOn', failCommands=['ping'], errorCode=2, appName='victim')
+        self.client.admin.command('ping')
+        victim = client(appname='victim')
+        self.addCleanup(victim.close)
+        with self.assertRaises(pymongo.errors.OperationFailure):
+            victim.admin.command('ping')
+
+
+if __name__ == '__main__':
+    unittest.main()
