@@ -84,9 +84,16 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 test: deps
 	$(MAKE) test-c test-emulator test-lua
 
-# The C suite runs against MONGODB_URI when set, else a fresh emulator.
-test-c: $(O)/resv_tests
+# The C suite runs against MONGODB_URI when set, else a fresh emulator;
+# then the C quick start, on memory and on MongoDB.
+test-c: $(O)/resv_tests $(O)/examples/quickstart
 	scripts/with-mongo $(O)/resv_tests
+	$(O)/examples/quickstart >/dev/null
+	scripts/with-mongo sh -c '$(O)/examples/quickstart "$$RESV_TEST_URI" >/dev/null'
+
+$(O)/examples/%: examples/c/%.c $(O)/libresv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< $(O)/libresv.a $(LIBS_ALL)
 
 test-emulator:
 	$(PYTHON) emulator/tests/run.py
