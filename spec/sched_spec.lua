@@ -194,6 +194,22 @@ for _, backend in ipairs(helpers.backends()) do
 end
 
 if helpers.mongo_uri() then
+  describe("resv.fd", function()
+    it("becomes readable when an answer waits", function()
+      local store, t = helpers.fresh_type(helpers.backends()[2])
+      local r
+      resv.spawn(function() r = assert(t:reserve(KEY, OWNER, "a", 1000)) end)
+      local fd = resv.fd()
+      while not r do
+        assert.is_true(helpers.readable(fd, 5000))
+        resv.poll()
+      end
+      assert.equal("reserved", r.status)
+      assert.is_true(resv.run())
+      store:close()
+    end)
+  end)
+
   describe("a full queue", function()
     it("answers busy at once and the rest normally", function()
       local store, t = helpers.fresh_type(helpers.backends()[2], { threads = 1, queue = 1 })
