@@ -1,7 +1,8 @@
 /* job.c: a submitted call, from submit to destroy.
  *
- * A job is one allocation: the struct, then a copy of the request's strings
- * (the caller's buffers may be gone by the time a worker runs it). It is
+ * A job is one allocation: the struct, then a NUL-terminated copy of each
+ * of the request's strings (the caller's buffers may be gone by the time a
+ * worker runs it). It is
  * reference counted because two parties hold it: the caller, until
  * resv_job_destroy, and the dispatcher, until the worker has finished it.
  * Either may let go first; the last one frees it.
@@ -15,16 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The copies are NUL-terminated (validation rules out NUL bytes inside),
+ * so a backend may hand them to APIs that want C strings. */
 static size_t request_strings_size(const resv_request_t *r) {
   return r->key.tenant.len + r->key.ns.len + r->key.key.len +
-         r->owner.tenant.len + r->owner.id.len + r->attempt.len;
+         r->owner.tenant.len + r->owner.id.len + r->attempt.len + 6;
 }
 
 static void copy_str(char **cursor, resv_str_t *dst, const resv_str_t *src) {
   dst->ptr = *cursor;
   dst->len = src->len;
   if (src->len) memcpy(*cursor, src->ptr, src->len);
-  *cursor += src->len;
+  (*cursor)[src->len] = '\0';
+  *cursor += src->len + 1;
 }
 
 resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
