@@ -1,0 +1,591 @@
+/* test_mongo_store.c: the MongoDB store against a server.
+ *
+ * Runs against RESV_TEST_URI (scripts/with-mongo: MONGODB_URI or a fresh
+ * emulator) and fails, never skips, when it is unset. The layout test
+ * reads the documents back with pymongo (layout_check.py), an independent
+ * client, and compares them with SPEC section 3 as canonical extended
+ * JSON, field order and number types included. The sharding tests need a
+ * mongos: RESV_TEST_URI when it is one, else an emulator started here with
+ * --mongos. Setting-up and refusal tests look at the collection with a
+ * plain mongoc client, not through the store. */
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mongo_internal.h"
+#include "tests.h"
+
+extern char **environ;
+
+Suite *mongo_store_suite(void);
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Runs argv, its stdout into out (NUL-terminated); returns its status. */
+static int run_capture(char *const argv[], char *out, size_t size) {
+  posix_spawn_file_actions_t fa;
+  int fds[2], status = -1;
+  size_t used = 0;
+  pid_t pid;
+
+  ck_assert(pipe(fds) == 0);
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  ck_assert(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  for (;;) {
+    ssize_t n = read(fds[0], out + used, size - 1 - used);
+    if (n <= 0)
+      break;
+    used += (size_t)n;
+  }
+  out[used] = '\0';
+  close(fds[0]);
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+/* The layout of coll as layout_check.py prints it. */
+static void layout_of(const char *uri, const char *coll, char *out,
+                      size_t size) {
+  char python[] = "/usr/bin/python3", script[] = "csrc/test/layout_check.py";
+  char *argv[] = {python, script, (char *)uri, (char *)coll, NULL};
+  int status = run_capture(argv, out, size);
+  ck_assert_msg(status == 0, "layout_check.py failed (%d): %s", status, out);
+}
+
+static const char *db_of(const mongoc_uri_t *uri) {
+  const char *db = mongoc_uri_get_database(uri);
+  return db && *db ? db : "resv";
+}
+
+/* A plain client on uri, error API 2, for looking behind the store. */
+typedef struct raw {
+  mongoc_uri_t *uri;
+  mongoc_client_t *client;
+  mongoc_collection_t *coll;
+} raw_t;
+
+static void raw_open(raw_t *r, const char *uri, const char *collection) {
+  r->uri = mongoc_uri_new(uri);
+  ck_assert_ptr_nonnull(r->uri);
+  r->client = mongoc_client_new_from_uri(r->uri);
+  ck_assert_ptr_nonnull(r->client);
+  mongoc_client_set_error_api(r->client, MONGOC_ERROR_API_VERSION_2);
+  r->coll = mongoc_client_get_collection(r->client, db_of(r->uri), collection);
+}
+
+static void raw_close(raw_t *r) {
+  mongoc_collection_destroy(r->coll);
+  mongoc_client_destroy(r->client);
+  mongoc_uri_destroy(r->uri);
+}
+
+static void raw_insert(raw_t *r, const char *json) {
+  bson_error_t error;
+  bson_t *doc = bson_new_from_json((const uint8_t *)json, -1, &error);
+  ck_assert_msg(doc != NULL, "%s", error.message);
+  ck_assert_msg(mongoc_collection_insert_one(r->coll, doc, NULL, NULL, &error),
+                "insert: %s", error.message);
+  bson_destroy(doc);
+}
+
+static int64_t raw_count(raw_t *r, const char *json) {
+  bson_error_t error;
+  bson_t *filter = bson_new_from_json((const uint8_t *)json, -1, &error);
+  int64_t n = mongoc_collection_count_documents(r->coll, filter, NULL, NULL,
+                                                NULL, &error);
+  ck_assert_msg(n >= 0, "count: %s", error.message);
+  bson_destroy(filter);
+  return n;
+}
+
+static bool raw_collection_exists(raw_t *r, const char *collection) {
+  bson_error_t error;
+  mongoc_database_t *db = mongoc_client_get_database(r->client, db_of(r->uri));
+  bool exists = mongoc_database_has_collection(db, collection, &error);
+  mongoc_database_destroy(db);
+  return exists;
+}
+
+/* A type on a collection name chosen here, so several stores (standing in
+ * for several processes) can share it. */
+static resv_type_t *named_type(resv_store_t *s, const char *aggregate) {
+  resv_error_t err;
+  resv_type_t *t =
+      resv_store_type(s, "test", 4, aggregate, strlen(aggregate), &err);
+  ck_assert_msg(t != NULL, "type: %s", err.message);
+  return t;
+}
+
+static void unique_name(char *buf, size_t size, const char *prefix) {
+  static int counter;
+  snprintf(buf, size, "%s%dn%d", prefix, (int)getpid(), counter++);
+}
+
+static bool call_fails(resv_type_t *t, const resv_request_t *r, int32_t code,
+                       resv_error_t *err) {
+  resv_answer_t a = {0};
+  bool ok = resv_call(t, r, &a, err);
+  resv_answer_clear(&a);
+  return !ok && err->code == code;
+}
+
+/* ---- a mongos --------------------------------------------------------- */
+
+typedef struct mongos {
+  char uri[256];
+  pid_t pid; /* 0: RESV_TEST_URI is a mongos itself */
+  int stdin_fd;
+} mongos_t;
+
+static void mongos_start(mongos_t *ms) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *probe = test_open(uri);
+  bool sharded = resv_store_is_sharded(probe);
+  int in[2], out[2];
+  size_t used = 0;
+
+  resv_store_close(probe);
+  memset(ms, 0, sizeof *ms);
+  if (sharded) {
+    snprintf(ms->uri, sizeof ms->uri, "%s", uri);
+    return;
+  }
+  ck_assert(pipe(in) == 0 && pipe(out) == 0);
+  ms->pid = fork();
+  ck_assert(ms->pid >= 0);
+  if (ms->pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+    execl("/usr/bin/python3", "python3", "emulator/run.py", "--mongos",
+          (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  while (used + 1 < sizeof ms->uri) {
+    ssize_t n = read(out[0], ms->uri + used, 1);
+    if (n <= 0 || ms->uri[used] == '\n')
+      break;
+    used++;
+  }
+  ms->uri[used] = '\0';
+  close(out[0]);
+  ms->stdin_fd = in[1];
+  ck_assert_msg(strncmp(ms->uri, "mongodb://", 10) == 0,
+                "the mongos emulator did not start: '%s'", ms->uri);
+}
+
+static void mongos_stop(mongos_t *ms) {
+  if (ms->pid > 0) {
+    close(ms->stdin_fd); /* the emulator stops at end of stdin */
+    waitpid(ms->pid, NULL, 0);
+  }
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+START_TEST(test_layout_is_spec_section_3_field_by_field) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  resv_type_t *t = test_fresh_type(s, "layout");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  char got[4096];
+  resv_key_t k = {resv_cstr("t1"), resv_cstr("email"), resv_cstr("ann@example.com")};
+  resv_owner_t o = test_owner("t2", "u-1");
+  static const char format_line[] =
+      "{\"_id\": \"format\", \"format\": {\"$numberInt\": \"1\"}}\n";
+  static const char head[] =
+      "{\"_id\": {\"t\": \"t1\", \"n\": \"email\", \"k\": \"ann@example.com\"}, "
+      "\"tenant_id\": \"t1\", \"key\": \"ann@example.com\", "
+      "\"owner\": {\"tenant_id\": \"t2\", \"id\": \"u-1\"}, ";
+  char want[4096];
+
+  resv_store_set_time(s, 1000);
+  ck_assert(resv_reserve(t, &k, &o, resv_cstr("a1"), 100, &a, &err));
+  ck_assert(resv_reserve(t, &k, &o, resv_cstr("a2"), 50, &a, &err));
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  layout_of(uri, resv_type_collection(t), got, sizeof got);
+  snprintf(want, sizeof want,
+           "%s%s\"expires_at\": {\"$numberLong\": \"1100\"}, "
+           "\"holds\": [\"a1\", \"a2\"]}\n",
+           format_line, head);
+  ck_assert_str_eq(got, want);
+
+  ck_assert(resv_confirm(t, &k, &o, 7, &a, &err));
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  layout_of(uri, resv_type_collection(t), got, sizeof got);
+  snprintf(want, sizeof want,
+           "%s%s\"expires_at\": null, \"version\": {\"$numberLong\": \"7\"}}\n",
+           format_line, head);
+  ck_assert_str_eq(got, want);
+
+  /* A confirm of a free key creates it confirmed, in the same layout; a
+   * takeover of an expired reservation rewrites it in the same layout. */
+  ck_assert(resv_release(t, &k, &o, &a, &err));
+  ck_assert(resv_confirm(t, &k, &o, 3, &a, &err));
+  layout_of(uri, resv_type_collection(t), got, sizeof got);
+  snprintf(want, sizeof want,
+           "%s%s\"expires_at\": null, \"version\": {\"$numberLong\": \"3\"}}\n",
+           format_line, head);
+  ck_assert_str_eq(got, want);
+
+  resv_owner_t other = test_owner("", "u-2");
+  ck_assert(resv_release(t, &k, &o, &a, &err));
+  ck_assert(resv_reserve(t, &k, &o, resv_cstr("a1"), 100, &a, &err));
+  resv_store_set_time(s, 1100);
+  ck_assert(resv_reserve(t, &k, &other, resv_cstr("$b"), 10, &a, &err));
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  layout_of(uri, resv_type_collection(t), got, sizeof got);
+  snprintf(want, sizeof want,
+           "%s{\"_id\": {\"t\": \"t1\", \"n\": \"email\", \"k\": \"ann@example.com\"}, "
+           "\"tenant_id\": \"t1\", \"key\": \"ann@example.com\", "
+           "\"owner\": {\"tenant_id\": \"\", \"id\": \"u-2\"}, "
+           "\"expires_at\": {\"$numberLong\": \"1110\"}, \"holds\": [\"$b\"]}\n",
+           format_line);
+  ck_assert_str_eq(got, want);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+START_TEST(test_nothing_is_created_before_a_types_first_call) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  resv_type_t *t = test_fresh_type(s, "lazy");
+  resv_answer_t a = {0};
+  raw_t r;
+
+  raw_open(&r, uri, resv_type_collection(t));
+  ck_assert(!raw_collection_exists(&r, resv_type_collection(t)));
+  test_get(t, "nobody", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  ck_assert(raw_collection_exists(&r, resv_type_collection(t)));
+  ck_assert_int_eq(raw_count(&r, "{\"_id\": \"format\", \"format\": 1}"), 1);
+  ck_assert_int_eq(raw_count(&r, "{}"), 1);
+  raw_close(&r);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+typedef struct racer {
+  resv_type_t *type;
+  const char *key;
+  char owner[32];
+  resv_answer_t answer;
+  resv_error_t err;
+  bool ok;
+  pthread_barrier_t *start;
+} racer_t;
+
+static void *race_reserve(void *arg) {
+  racer_t *r = arg;
+  resv_key_t k = test_key("email", r->key);
+  resv_owner_t o = test_owner("", r->owner);
+  pthread_barrier_wait(r->start);
+  r->ok = resv_reserve(r->type, &k, &o, resv_cstr("attempt"), 60000,
+                       &r->answer, &r->err);
+  return NULL;
+}
+
+/* N stores on one new collection (N processes starting at once), each
+ * reserving the same free key: the set-up is done without error by all,
+ * one format record is written, one reserve wins and the others answer
+ * conflict naming the winner. */
+static void race(int nstores, int nthreads) {
+  enum { MAX = 16 };
+  const char *uri = test_mongo_uri();
+  resv_store_t *stores[MAX];
+  racer_t racers[MAX];
+  pthread_t threads[MAX];
+  pthread_barrier_t start;
+  char aggregate[64];
+  int reserved = 0, conflicts = 0, winner = -1;
+  raw_t r;
+
+  unique_name(aggregate, sizeof aggregate, "race");
+  for (int i = 0; i < nstores; i++)
+    stores[i] = test_open(uri);
+  pthread_barrier_init(&start, NULL, (unsigned)nthreads);
+  for (int i = 0; i < nthreads; i++) {
+    memset(&racers[i], 0, sizeof racers[i]);
+    racers[i].type = named_type(stores[i % nstores], aggregate);
+    racers[i].key = "racy@example.com";
+    snprintf(racers[i].owner, sizeof racers[i].owner, "owner-%d", i);
+    racers[i].start = &start;
+    pthread_create(&threads[i], NULL, race_reserve, &racers[i]);
+  }
+  for (int i = 0; i < nthreads; i++)
+    pthread_join(threads[i], NULL);
+  for (int i = 0; i < nthreads; i++) {
+    ck_assert_msg(racers[i].ok, "racer %d: %s: %s", i,
+                  resv_code_name(racers[i].err.code), racers[i].err.message);
+    if (racers[i].answer.status == RESV_RESERVED) {
+      reserved++;
+      winner = i;
+    } else {
+      ck_assert_int_eq(racers[i].answer.status, RESV_CONFLICT);
+      conflicts++;
+    }
+  }
+  ck_assert_int_eq(reserved, 1);
+  ck_assert_int_eq(conflicts, nthreads - 1);
+  for (int i = 0; i < nthreads; i++) {
+    if (i != winner)
+      ck_assert(test_str_is(racers[i].answer.owner_id, racers[winner].owner));
+    resv_answer_clear(&racers[i].answer);
+  }
+  raw_open(&r, uri, resv_type_collection(racers[0].type));
+  ck_assert_int_eq(raw_count(&r, "{\"_id\": \"format\"}"), 1);
+  ck_assert_int_eq(raw_count(&r, "{}"), 2);
+  raw_close(&r);
+  pthread_barrier_destroy(&start);
+  for (int i = 0; i < nstores; i++)
+    resv_store_close(stores[i]);
+}
+
+START_TEST(test_racing_reserves_of_a_free_key_one_wins) { race(1, 8); }
+END_TEST
+
+START_TEST(test_racing_stores_set_up_one_collection_once) { race(4, 8); }
+END_TEST
+
+START_TEST(test_other_format_is_refused_and_nothing_written) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  char aggregate[64];
+  resv_error_t err;
+  raw_t r;
+
+  unique_name(aggregate, sizeof aggregate, "fmt");
+  resv_type_t *t = named_type(s, aggregate);
+  raw_open(&r, uri, resv_type_collection(t));
+  raw_insert(&r, "{\"_id\": \"format\", \"format\": 2}");
+
+  resv_request_t reqs[] = {
+      {.op = RESV_OP_RESERVE, .key = test_key("email", "a"),
+       .owner = test_owner("", "u"), .attempt = resv_cstr("x"), .ttl_ms = 100},
+      {.op = RESV_OP_CONFIRM, .key = test_key("email", "a"),
+       .owner = test_owner("", "u"), .version = 1},
+      {.op = RESV_OP_GET, .key = test_key("email", "a")},
+  };
+  for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+    ck_assert_msg(call_fails(t, &reqs[i], RESV_EFORMAT, &err), "op %d: %s: %s",
+                  reqs[i].op, resv_code_name(err.code), err.message);
+    ck_assert_msg(strstr(err.message, "format 2"), "%s", err.message);
+  }
+  ck_assert_int_eq(raw_count(&r, "{}"), 1);
+  ck_assert_int_eq(raw_count(&r, "{\"_id\": \"format\", \"format\": 2}"), 1);
+
+  /* A record without a numeric format is refused too. */
+  unique_name(aggregate, sizeof aggregate, "fmt");
+  t = named_type(s, aggregate);
+  raw_close(&r);
+  raw_open(&r, uri, resv_type_collection(t));
+  raw_insert(&r, "{\"_id\": \"format\", \"format\": \"one\"}");
+  ck_assert(call_fails(t, &reqs[0], RESV_EFORMAT, &err));
+  ck_assert_int_eq(raw_count(&r, "{}"), 1);
+  raw_close(&r);
+  resv_store_close(s);
+}
+END_TEST
+
+START_TEST(test_foreign_document_is_format_error) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  resv_type_t *t = test_fresh_type(s, "foreign");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  raw_t r;
+
+  test_get(t, "x", &a); /* sets the collection up */
+  raw_open(&r, uri, resv_type_collection(t));
+  raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"odd\"},"
+                 " \"tenant_id\": \"\", \"key\": \"odd\", \"who\": \"someone\"}");
+  resv_request_t get = {.op = RESV_OP_GET, .key = test_key("email", "odd")};
+  ck_assert(call_fails(t, &get, RESV_EFORMAT, &err));
+  resv_request_t reserve = {.op = RESV_OP_RESERVE, .key = test_key("email", "odd"),
+                            .owner = test_owner("", "u"),
+                            .attempt = resv_cstr("x"), .ttl_ms = 100};
+  ck_assert_msg(call_fails(t, &reserve, RESV_EFORMAT, &err), "%s: %s",
+                resv_code_name(err.code), err.message);
+  ck_assert_int_eq(raw_count(&r, "{\"who\": \"someone\"}"), 1);
+  raw_close(&r);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+START_TEST(test_describe_names_the_host_and_topology) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  mongoc_uri_t *parsed = mongoc_uri_new(uri);
+  char text[512];
+
+  resv_store_describe(s, text, sizeof text);
+  ck_assert_msg(strncmp(text, "mongodb ", 8) == 0, "%s", text);
+  if (mongoc_uri_get_hosts(parsed))
+    ck_assert_msg(strstr(text, mongoc_uri_get_hosts(parsed)->host_and_port),
+                  "%s", text);
+  if (mongoc_uri_get_password(parsed))
+    ck_assert_msg(!strstr(text, mongoc_uri_get_password(parsed)), "%s", text);
+  ck_assert(strstr(text, resv_store_is_sharded(s) ? "(mongos)" : "(mongod)"));
+  mongoc_uri_destroy(parsed);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- sharded clusters -------------------------------------------------- */
+
+static bool shard_key_is(const char *uri, const char *ns, const char *json) {
+  raw_t r;
+  bson_t *filter = BCON_NEW("_id", BCON_UTF8(ns));
+  bson_t *want = json ? bson_new_from_json((const uint8_t *)json, -1, NULL) : NULL;
+  mongoc_collection_t *config;
+  mongoc_cursor_t *cursor;
+  const bson_t *doc;
+  bson_iter_t it;
+  bool same;
+
+  raw_open(&r, uri, "unused");
+  config = mongoc_client_get_collection(r.client, "config", "collections");
+  cursor = mongoc_collection_find_with_opts(config, filter, NULL, NULL);
+  if (!mongoc_cursor_next(cursor, &doc)) {
+    same = want == NULL;
+  } else {
+    ck_assert(bson_iter_init_find(&it, doc, "key") && BSON_ITER_HOLDS_DOCUMENT(&it));
+    uint32_t len;
+    const uint8_t *data;
+    bson_t key;
+    bson_iter_document(&it, &len, &data);
+    bson_init_static(&key, data, len);
+    char *got = bson_as_canonical_extended_json(&key, NULL);
+    char *exp = want ? bson_as_canonical_extended_json(want, NULL) : NULL;
+    same = exp && strcmp(got, exp) == 0;
+    if (!same)
+      fprintf(stderr, "shard key of %s: %s\n", ns, got);
+    bson_free(got);
+    bson_free(exp);
+  }
+  mongoc_cursor_destroy(cursor);
+  mongoc_collection_destroy(config);
+  raw_close(&r);
+  bson_destroy(filter);
+  if (want)
+    bson_destroy(want);
+  return same;
+}
+
+START_TEST(test_mongos_shards_each_collection_on_first_use) {
+  mongos_t ms;
+  mongos_start(&ms);
+  resv_store_t *s = test_open(ms.uri);
+  resv_type_t *t = test_fresh_type(s, "sharded");
+  resv_answer_t a = {0};
+  char ns[300];
+
+  ck_assert(resv_store_is_sharded(s));
+  snprintf(ns, sizeof ns, "resv.%s", resv_type_collection(t));
+  ck_assert(shard_key_is(ms.uri, ns, NULL));
+  /* Every operation targets one shard, which the mongos enforces. */
+  test_reserve(t, "k", "u1", "a1", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert(shard_key_is(ms.uri, ns, "{\"tenant_id\": 1, \"key\": \"hashed\"}"));
+  test_reserve(t, "k", "u2", "b1", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  test_abandon(t, "k", "u1", "a1", &a);
+  ck_assert_int_eq(a.status, RESV_ABANDONED);
+  test_confirm(t, "k", "u2", 4, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  test_get(t, "k", &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  test_release(t, "k", "u2", &a);
+  ck_assert_int_eq(a.status, RESV_RELEASED);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  mongos_stop(&ms);
+}
+END_TEST
+
+START_TEST(test_mongos_collection_sharded_on_another_key_is_refused) {
+  mongos_t ms;
+  mongos_start(&ms);
+  resv_store_t *s = test_open(ms.uri);
+  resv_type_t *t = test_fresh_type(s, "otherkey");
+  resv_error_t err;
+  bson_error_t error;
+  char ns[300];
+  raw_t r;
+
+  snprintf(ns, sizeof ns, "resv.%s", resv_type_collection(t));
+  raw_open(&r, ms.uri, resv_type_collection(t));
+  bson_t *cmd = BCON_NEW("shardCollection", BCON_UTF8(ns), "key", "{", "_id",
+                         BCON_INT32(1), "}");
+  ck_assert_msg(mongoc_client_command_simple(r.client, "admin", cmd, NULL, NULL,
+                                             &error),
+                "%s", error.message);
+  bson_destroy(cmd);
+  resv_request_t req = {.op = RESV_OP_RESERVE, .key = test_key("email", "a"),
+                        .owner = test_owner("", "u"), .attempt = resv_cstr("x"),
+                        .ttl_ms = 100};
+  ck_assert_msg(call_fails(t, &req, RESV_EFORMAT, &err), "%s: %s",
+                resv_code_name(err.code), err.message);
+  ck_assert_msg(strstr(err.message, "another key"), "%s", err.message);
+  ck_assert_int_eq(raw_count(&r, "{}"), 0);
+  raw_close(&r);
+  resv_store_close(s);
+  mongos_stop(&ms);
+}
+END_TEST
+
+START_TEST(test_mongos_sharding_off_never_shards) {
+  mongos_t ms;
+  mongos_start(&ms);
+  resv_options_t o = {.uri = ms.uri, .sharding = RESV_SHARDING_OFF, .threads = 2};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  ck_assert_msg(s != NULL, "%s", err.message);
+  resv_type_t *t = test_fresh_type(s, "unsharded");
+  resv_answer_t a = {0};
+  char ns[300];
+
+  test_reserve(t, "k", "u1", "a1", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  snprintf(ns, sizeof ns, "resv.%s", resv_type_collection(t));
+  ck_assert(shard_key_is(ms.uri, ns, NULL));
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  mongos_stop(&ms);
+}
+END_TEST
+
+Suite *mongo_store_suite(void) {
+  Suite *s = suite_create("mongo_store");
+  TCase *tc = tcase_create("store");
+  tcase_add_test(tc, test_layout_is_spec_section_3_field_by_field);
+  tcase_add_test(tc, test_nothing_is_created_before_a_types_first_call);
+  tcase_add_test(tc, test_racing_reserves_of_a_free_key_one_wins);
+  tcase_add_test(tc, test_racing_stores_set_up_one_collection_once);
+  tcase_add_test(tc, test_other_format_is_refused_and_nothing_written);
+  tcase_add_test(tc, test_foreign_document_is_format_error);
+  tcase_add_test(tc, test_describe_names_the_host_and_topology);
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("sharded");
+  tcase_add_test(tc, test_mongos_shards_each_collection_on_first_use);
+  tcase_add_test(tc, test_mongos_collection_sharded_on_another_key_is_refused);
+  tcase_add_test(tc, test_mongos_sharding_off_never_shards);
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  return s;
+}
