@@ -1,0 +1,217 @@
+-- gateway: unique sign-ups at the edge, with resv.
+--
+-- POST /signup takes an e-mail address and a user name (a JSON object or a
+-- form) and, for a new owner (a fresh id per request):
+--
+--   1. reserves the e-mail, then the user name (pending, ttl_ms);
+--   2. asks the account service (a subrequest to /_account) to create the
+--      account;
+--   3. confirms both reservations when the account exists, or abandons them
+--      when the service failed, so the values are free again at once.
+--
+-- Answers are JSON: 201 with the owner id; 409 naming the field whose value
+-- is taken; 400 for a bad body; 502 when the account service failed; 503
+-- when the store failed (never 201 unless both values are confirmed for
+-- this owner).
+--
+-- The store is opened in init_worker (never before nginx forks its
+-- workers: a MongoDB client must not cross fork()). Every resv call yields
+-- the request's coroutine while the store works; the worker serves other
+-- requests meanwhile (lua/resv/ngx.lua).
+local resv = require "resv"
+local resv_ngx = require "resv.ngx"
+local json = require "dkjson"
+
+local ngx = ngx
+local type = type
+local tostring = tostring
+local str_lower = string.lower
+local str_sub = string.sub
+
+local MAX_FIELD = 254 -- bytes, the longest e-mail address SMTP allows
+
+local _M = {}
+
+local conf       -- the options given to init_worker
+local store      -- the worker's store, or nil when it could not be opened
+local open_err   -- why it could not
+local users      -- store:type(context, aggregate)
+local signups = 0 -- sign-ups under way in this worker, for /health
+
+local function reply(status, body)
+  ngx.status = status
+  ngx.header["Content-Type"] = "application/json"
+  ngx.say(json.encode(body))
+end
+
+-- Opens the worker's store. Runs in init_worker_by_lua*, after the fork.
+-- opts: store (resv.open's options), context, aggregate, ttl_ms, wait
+-- (the waiting mechanism of resv.ngx; "" or nil: its default).
+function _M.init_worker(opts)
+  conf = opts
+  if opts.wait and opts.wait ~= "" then
+    assert(resv_ngx.use(opts.wait))
+  end
+  local store_opts = {}
+  for k, v in pairs(opts.store or {}) do
+    store_opts[k] = v
+  end
+  if store_opts.uri == "" then
+    store_opts.uri = nil -- the in-memory store
+  end
+  local err
+  store, err = resv.open(store_opts)
+  if not store then
+    open_err = err
+    ngx.log(ngx.ERR, "resv: cannot open the store: ", err)
+    return
+  end
+  users, err = store:type(opts.context or "shop", opts.aggregate or "user")
+  if not users then
+    open_err = err
+    store = nil
+    ngx.log(ngx.ERR, "resv: bad aggregate type: ", err)
+    return
+  end
+  ngx.log(ngx.INFO, "resv: ", tostring(store), ", waiting by ",
+          resv_ngx.mechanism())
+end
+
+-- The request's body as a table, or nil, why.
+local function read_body()
+  ngx.req.read_body()
+  local content_type = ngx.var.content_type or ""
+  if content_type:find("json", 1, true) then
+    local data = ngx.req.get_body_data()
+    if not data then
+      return nil, "empty or oversized body"
+    end
+    local body, _, err = json.decode(data, 1, nil)
+    if type(body) ~= "table" then
+      return nil, "bad JSON: " .. tostring(err or "not an object")
+    end
+    return body
+  end
+  local args, err = ngx.req.get_post_args(16)
+  if not args then
+    return nil, "bad form: " .. tostring(err)
+  end
+  return args
+end
+
+local function field(body, name)
+  local v = body[name]
+  if type(v) ~= "string" or v == "" then
+    return nil, name .. " is missing"
+  end
+  if #v > MAX_FIELD then
+    return nil, name .. " is longer than " .. MAX_FIELD .. " bytes"
+  end
+  return v
+end
+
+-- Lets go of the reservations made so far (best effort: an abandon that
+-- fails leaves a pending reservation that expires after ttl_ms).
+local function abandon(keys, owner, attempt)
+  for i = #keys, 1, -1 do
+    local r, err = users:abandon(keys[i], owner, attempt)
+    if not r then
+      ngx.log(ngx.WARN, "resv: abandon ", keys[i].namespace, " failed: ", err)
+    end
+  end
+end
+
+local function store_error(what, err)
+  ngx.log(ngx.ERR, "resv: ", what, ": ", err)
+  return reply(503, { error = "store unavailable", detail = what .. ": " .. err })
+end
+
+local function signup()
+  if not users then
+    return reply(503, { error = "store unavailable",
+                        detail = "not open: " .. tostring(open_err) })
+  end
+  local body, err = read_body()
+  if not body then
+    return reply(400, { error = err })
+  end
+  local email, username
+  email, err = field(body, "email")
+  if not email then return reply(400, { error = err }) end
+  username, err = field(body, "username")
+  if not username then return reply(400, { error = err }) end
+
+  -- A fresh owner per request; the attempt names this request.
+  local attempt = ngx.var.request_id
+  local owner = { id = "user-" .. attempt }
+  local ttl = conf.ttl_ms or 30000
+  -- E-mail addresses and user names are unique without regard to case.
+  local wanted = {
+    { field = "email", value = email,
+      key = { namespace = "email", key = str_lower(email) } },
+    { field = "username", value = username,
+      key = { namespace = "username", key = str_lower(username) } },
+  }
+
+  local held = {}
+  for i = 1, #wanted do
+    local w = wanted[i]
+    local r
+    r, err = users:reserve(w.key, owner, attempt, ttl)
+    if not r then
+      abandon(held, owner, attempt)
+      return store_error("reserve " .. w.field, err)
+    end
+    if r.status == "conflict" then
+      abandon(held, owner, attempt)
+      return reply(409, { error = "taken", field = w.field, value = w.value,
+                          state = r.state })
+    end
+    held[#held + 1] = w.key
+  end
+
+  local res = ngx.location.capture("/_account", {
+    method = ngx.HTTP_POST,
+    body = json.encode { id = owner.id, email = email, username = username },
+  })
+  if res.status ~= 201 then
+    abandon(held, owner, attempt)
+    return reply(502, { error = "account service failed",
+                        status = res.status })
+  end
+
+  -- The account exists: its creation is the owner's first fact (version 1).
+  for i = 1, #wanted do
+    local w = wanted[i]
+    local r
+    r, err = users:confirm(w.key, owner, 1)
+    if not r then
+      return store_error("confirm " .. w.field, err)
+    end
+    if r.status ~= "confirmed" then
+      -- Our pending reservation expired and someone took the value.
+      return reply(409, { error = "taken", field = w.field, value = w.value,
+                          state = r.state })
+    end
+  end
+  return reply(201, { id = owner.id, email = email, username = username })
+end
+
+function _M.signup()
+  signups = signups + 1
+  local ok, err = pcall(signup)
+  signups = signups - 1
+  if not ok then
+    error(err, 0)
+  end
+end
+
+-- Answers at once, from the same worker: proof that waiting calls do not
+-- block it.
+function _M.health()
+  ngx.header["Content-Type"] = "application/json"
+  ngx.say(json.encode { ok = users ~= nil, pid = ngx.worker.pid(),
+                        signups = signups, wait = resv_ngx.mechanism() })
+end
+
+return _M
