@@ -44,7 +44,7 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps demo test test-c test-emulator test-lua lua-cdef lua-install \
-        asan tsan valgrind \
+        asan tsan valgrind bench \
         install uninstall clean
 
 all: $(O)/libresv.so $(O)/libresv.a
@@ -130,6 +130,24 @@ lua-install: $(O)/libresv.so
 	install -m 644 lua/resv.lua $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
 	install -m 644 lua/resv/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/
 	install -m 755 $(O)/libresv.so $(DESTDIR)$(LUA_LIBDIR)/libresv.so
+
+# ---- benchmarks (bench/; figures, never pass/fail on a time) --------
+
+BENCH_SRC  := $(filter-out bench/apm.c,$(wildcard bench/*.c))
+BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
+BENCH_WRAP := -Wl,--wrap=mongoc_client_pool_new_with_error \
+              -Wl,--wrap=mongoc_client_new_from_uri_with_error
+
+$(O)/bench/%: bench/%.c bench/apm.c $(wildcard bench/*.h) $(HEADERS) $(O)/libresv.a
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< bench/apm.c $(O)/libresv.a \
+	  $(LDFLAGS_ALL) $(LIBS_ALL) $(BENCH_WRAP)
+
+# Runs every benchmark (a few minutes) and keeps the figures in
+# $(O)/bench/results.txt; bench/README.md explains them.
+bench: $(BENCH_BIN) $(O)/libresv.so
+	O=$(O) LUAJIT=$(LUAJIT) PYTHON=$(PYTHON) bench/run.sh
 
 # ---- demo -------------------------------------------------------------
 

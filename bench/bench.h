@@ -1,0 +1,65 @@
+/* bench.h: what the C benchmarks share: clocks, the server's URI, a few
+ * helpers to make keys and to die on an unexpected error.
+ *
+ * A benchmark prints figures; it never fails on a time. It exits non-zero
+ * only when the thing it measures did not work (a wrong answer, an error),
+ * because then its figures would mean nothing. */
+#ifndef RESV_BENCH_H
+#define RESV_BENCH_H
+
+#include "resv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Wall-clock nanoseconds on the monotonic clock. */
+static inline int64_t bench_wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* CPU nanoseconds used by the whole process (every thread), from the
+ * scheduler's own accounting: precise, unlike tick-sampled getrusage. */
+static inline int64_t bench_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The MongoDB URI scripts/with-mongo hands us, or NULL. */
+static inline const char *bench_uri(void) {
+  const char *uri = getenv("RESV_TEST_URI");
+  return uri && uri[0] ? uri : NULL;
+}
+
+static inline void bench_die(const char *what, const resv_error_t *err) {
+  fprintf(stderr, "bench: %s: %s: %s\n", what,
+          err ? resv_code_name(err->code) : "?", err ? err->message : "");
+  exit(1);
+}
+
+/* Exits when an answer's status is not the one the benchmark expects. */
+static inline void bench_expect(const char *what, const resv_answer_t *a,
+                                int32_t status) {
+  if (a->status != status) {
+    fprintf(stderr, "bench: %s: answered %s, expected %s\n", what,
+            resv_status_name(a->status), resv_status_name(status));
+    exit(1);
+  }
+}
+
+static inline int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of n values (sorts them in place). */
+static inline double bench_median(double *v, size_t n) {
+  qsort(v, n, sizeof *v, bench_cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#endif /* RESV_BENCH_H */

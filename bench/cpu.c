@@ -1,0 +1,188 @@
+/* cpu.c: the client's CPU per reserve on MongoDB, against a bare driver call.
+ *
+ * The emulator is slow and shares the machine, so wall time says little
+ * about resv. What resv adds is CPU in the client process: building the
+ * command, the hand-off to a dispatcher thread and back, decoding the
+ * reply, copying the answer. This program measures the process's CPU
+ * clock (every thread, the scheduler's exact accounting) over N calls of:
+ *
+ *   bare   the baseline: mongoc_collection_find_and_modify_with_opts of the
+ *          same reservation document on the same server and collection,
+ *          built by hand ({$set} of owner, expires_at, holds; upsert,
+ *          return new), on the caller's thread, reading the returned
+ *          document's fields: what a careful caller would write without
+ *          resv's rules;
+ *   core   resv's operation without the dispatcher: resv__mongo_run (the
+ *          internal entry point the worker calls) on the caller's thread
+ *          and the same client as bare: command built, decoded, answered;
+ *   call   resv_call through the public API: the above plus validation,
+ *          the job, the hand-off to a dispatcher thread and the wake-up.
+ *
+ * Each round runs the three in turn on the same key (reserving it again by
+ * the same owner and attempt: one document, changed each time by its
+ * expiry, so every call writes and returns the same shape); the figures
+ * are medians over the rounds. The goal (issue 7) is call / bare <= 1.15.
+ *
+ * Under callgrind (bench/run.sh runs it so too) it runs one round after the
+ * warm-up and dumps the counters after each phase ("bare", "core",
+ * "call"), so instruction counts per call, deterministic where the CPU
+ * clock is noisy, can be read from the dumps: they count user-space work
+ * in every thread, but not the kernel's (futex waits, context switches). */
+#include "apm.h"
+#include "bench.h"
+
+#include "mongo_internal.h"
+
+#include <valgrind/callgrind.h>
+
+#define ROUNDS 7
+#define DEFAULT_CALLS 300
+
+static const char *K_TENANT = "", *K_NS = "email", *K_KEY = "cpu@example.com";
+static const char *O_TENANT = "t1", *O_ID = "user-42", *ATTEMPT = "req-1";
+
+static void bare_reserve(mongoc_collection_t *coll, int64_t now) {
+  bson_t filter, id, update, set, owner, holds, reply;
+  bson_error_t error;
+  bson_iter_t it, doc;
+
+  bson_init(&filter);
+  BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
+  BSON_APPEND_UTF8(&id, "t", K_TENANT);
+  BSON_APPEND_UTF8(&id, "n", K_NS);
+  BSON_APPEND_UTF8(&id, "k", K_KEY);
+  bson_append_document_end(&filter, &id);
+  BSON_APPEND_UTF8(&filter, "tenant_id", K_TENANT);
+  BSON_APPEND_UTF8(&filter, "key", K_KEY);
+
+  bson_init(&update);
+  BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+  BSON_APPEND_DOCUMENT_BEGIN(&set, "owner", &owner);
+  BSON_APPEND_UTF8(&owner, "tenant_id", O_TENANT);
+  BSON_APPEND_UTF8(&owner, "id", O_ID);
+  bson_append_document_end(&set, &owner);
+  BSON_APPEND_INT64(&set, "expires_at", now + 60000);
+  BSON_APPEND_ARRAY_BEGIN(&set, "holds", &holds);
+  BSON_APPEND_UTF8(&holds, "0", ATTEMPT);
+  bson_append_array_end(&set, &holds);
+  bson_append_document_end(&update, &set);
+
+  mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+  mongoc_find_and_modify_opts_set_update(opts, &update);
+  mongoc_find_and_modify_opts_set_flags(
+      opts, MONGOC_FIND_AND_MODIFY_UPSERT | MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+  if (!mongoc_collection_find_and_modify_with_opts(coll, &filter, opts, &reply,
+                                                   &error)) {
+    fprintf(stderr, "cpu: bare findAndModify: %s\n", error.message);
+    exit(1);
+  }
+  /* Read what a caller needs: the expiry and the owner's id. */
+  if (!bson_iter_init_find(&it, &reply, "value") || !bson_iter_recurse(&it, &doc) ||
+      !bson_iter_find(&doc, "expires_at")) {
+    fprintf(stderr, "cpu: bare findAndModify: no document returned\n");
+    exit(1);
+  }
+  mongoc_find_and_modify_opts_destroy(opts);
+  bson_destroy(&reply);
+  bson_destroy(&update);
+  bson_destroy(&filter);
+}
+
+static resv_request_t request(void) {
+  resv_request_t r = {
+      .op = RESV_OP_RESERVE,
+      .key = {resv_cstr(K_TENANT), resv_cstr(K_NS), resv_cstr(K_KEY)},
+      .owner = {resv_cstr(O_TENANT), resv_cstr(O_ID)},
+      .attempt = resv_cstr(ATTEMPT),
+      .ttl_ms = 60000};
+  return r;
+}
+
+int main(int argc, char **argv) {
+  const char *uri = bench_uri();
+  int calls = argc > 1 ? atoi(argv[1]) : DEFAULT_CALLS;
+  if (!uri || calls <= 0) {
+    fprintf(stderr, "usage: scripts/with-mongo cpu [calls]\n");
+    return 1;
+  }
+  resv_error_t err;
+  resv_options_t o = {.uri = uri, .database = "bench_cpu", .threads = 1};
+  resv_store_t *store = resv_store_open(&o, &err);
+  if (!store) bench_die("open", &err);
+  resv_type_t *type = resv_store_type(store, "bench", 5, "cpu", 3, &err);
+  if (!type) bench_die("type", &err);
+  resv_request_t req = request();
+  resv_answer_t answer = {0};
+  /* The type's set-up happens here, outside the figures. */
+  if (!resv_call(type, &req, &answer, &err)) bench_die("reserve", &err);
+  bench_expect("reserve", &answer, RESV_RESERVED);
+
+  /* The baseline's own client, same URI and error API, same collection. */
+  bson_error_t error;
+  mongoc_uri_t *muri = mongoc_uri_new_with_error(uri, &error);
+  mongoc_client_pool_t *pool = muri ? mongoc_client_pool_new_with_error(muri, &error) : NULL;
+  if (!pool) {
+    fprintf(stderr, "cpu: %s\n", error.message);
+    return 1;
+  }
+  mongoc_client_pool_set_error_api(pool, MONGOC_ERROR_API_VERSION_2);
+  mongoc_client_t *client = mongoc_client_pool_pop(pool);
+  mongoc_collection_t *coll =
+      mongoc_client_get_collection(client, "bench_cpu", resv_type_collection(type));
+  /* resv__mongo_run needs the backend only for errors and reads. */
+  resv__mongo_t backend = {.primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY),
+                           .database = (char *)"bench_cpu"};
+
+  int rounds = RUNNING_ON_VALGRIND ? 1 : ROUNDS;
+  double bare[ROUNDS], core[ROUNDS], call[ROUNDS], r_core[ROUNDS], r_call[ROUNDS];
+  for (int round = -1; round < rounds; round++) { /* round -1 warms up */
+    /* A dump zeroes every thread's counters (CALLGRIND_ZERO_STATS only
+     * the caller's), so each phase's dump holds that phase alone. */
+    if (round == 0) CALLGRIND_DUMP_STATS_AT("before");
+    int64_t t0 = bench_cpu_ns();
+    for (int i = 0; i < calls; i++) bare_reserve(coll, resv_store_now(store));
+    int64_t t1 = bench_cpu_ns();
+    if (round == 0) CALLGRIND_DUMP_STATS_AT("bare");
+    for (int i = 0; i < calls; i++) {
+      if (!resv__mongo_run(&backend, coll, &req, resv_store_now(store),
+                           resv__monotonic_ms() + 5000, &answer, &err))
+        bench_die("core reserve", &err);
+    }
+    bench_expect("core reserve", &answer, RESV_RESERVED);
+    int64_t t2 = bench_cpu_ns();
+    if (round == 0) CALLGRIND_DUMP_STATS_AT("core");
+    for (int i = 0; i < calls; i++) {
+      if (!resv_call(type, &req, &answer, &err)) bench_die("reserve", &err);
+    }
+    bench_expect("reserve", &answer, RESV_RESERVED);
+    int64_t t3 = bench_cpu_ns();
+    if (round == 0) CALLGRIND_DUMP_STATS_AT("call");
+    if (round < 0) continue;
+    bare[round] = (double)(t1 - t0) / calls / 1000.0;
+    core[round] = (double)(t2 - t1) / calls / 1000.0;
+    call[round] = (double)(t3 - t2) / calls / 1000.0;
+    r_core[round] = core[round] / bare[round];
+    r_call[round] = call[round] / bare[round];
+  }
+  if (RUNNING_ON_VALGRIND) return 0; /* the figures are in the dumps */
+  printf("== 2. client CPU per reserve on MongoDB (%d calls x %d rounds, medians)\n",
+         calls, rounds);
+  printf("  %-56s %8s %7s\n", "", "us/call", "ratio");
+  printf("  %-56s %8.1f %7.2f\n", "bare mongoc find_and_modify (baseline)",
+         bench_median(bare, rounds), 1.0);
+  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run on the caller's thread (no dispatcher)",
+         bench_median(core, rounds), bench_median(r_core, rounds));
+  double ratio = bench_median(r_call, rounds);
+  printf("  %-56s %8.1f %7.2f\n", "resv_call (dispatcher thread, public API)",
+         bench_median(call, rounds), ratio);
+  printf("  goal resv_call <= 1.15x bare: %s\n", ratio <= 1.15 ? "met" : "NOT met");
+
+  resv_answer_clear(&answer);
+  mongoc_read_prefs_destroy(backend.primary);
+  mongoc_collection_destroy(coll);
+  mongoc_client_pool_push(pool, client);
+  mongoc_client_pool_destroy(pool);
+  mongoc_uri_destroy(muri);
+  resv_store_close(store);
+  return 0;
+}

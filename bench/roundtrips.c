@@ -1,0 +1,139 @@
+/* roundtrips.c: how many commands each operation sends to MongoDB.
+ *
+ * Runs every operation of SPEC section 5 once through the public C API
+ * against the server named by RESV_TEST_URI (scripts/with-mongo starts the
+ * emulator) and counts the commands each one started, with mongoc's APM
+ * callbacks (apm.c). A round trip is the physical cost of a call on a real
+ * server, so each count is printed next to the minimum the SPEC allows;
+ * any extra is a bug. The baseline is that minimum: the ratio column is
+ * measured / minimum.
+ *
+ * Every call waits for its answer (resv_call), so the commands counted
+ * between two calls belong to the call between them. */
+#include "apm.h"
+#include "bench.h"
+
+static resv_type_t *type;
+static int extras;
+
+static void report(const char *what, int expected, const resv_answer_t *a) {
+  char names[512];
+  int n = bench_apm_count();
+  bench_apm_names(names, sizeof names);
+  char ratio[16] = "-";
+  if (expected) snprintf(ratio, sizeof ratio, "%.2f", (double)n / expected);
+  printf("  %-36s %-10s %3d %7d %7s  %-5s %s\n", what,
+         a ? resv_status_name(a->status) : "-", n, expected, ratio,
+         n == expected ? "ok" : (n > expected ? "EXTRA" : "less"), names);
+  if (n > expected) extras++;
+  bench_apm_reset();
+}
+
+static resv_key_t key_of(const char *k) {
+  resv_key_t key = {resv_cstr(""), resv_cstr("email"), resv_cstr(k)};
+  return key;
+}
+
+static void call(const char *what, int expected, resv_request_t *r,
+                 int32_t status) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  bench_apm_reset();
+  if (!resv_call(type, r, &a, &err)) bench_die(what, &err);
+  report(what, expected, &a);
+  bench_expect(what, &a, status);
+  resv_answer_clear(&a);
+}
+
+int main(int argc, char **argv) {
+  const char *uri = bench_uri();
+  bool mongos = argc > 1 && strcmp(argv[1], "--mongos") == 0;
+  if (!uri) {
+    fprintf(stderr, "roundtrips: RESV_TEST_URI is not set (run under scripts/with-mongo)\n");
+    return 1;
+  }
+  bench_apm_enable();
+  bench_apm_reset();
+
+  resv_error_t err;
+  resv_options_t o = {.uri = uri, .database = "bench_rt", .threads = 2};
+  resv_store_t *store = resv_store_open(&o, &err);
+  if (!store) bench_die("open", &err);
+
+  char desc[256];
+  resv_store_describe(store, desc, sizeof desc);
+  printf("== 1. round trips per operation (%s)\n", desc);
+  printf("  %-36s %-10s %3s %7s %7s  %-5s %s\n", "operation", "answer", "cmd",
+         "minimum", "ratio", "", "commands");
+  /* The start-up check needs one command: hello both proves the server
+   * answers and says whether it is a mongos. */
+  report("open (start-up check)", 1, NULL);
+
+  char context[64];
+  snprintf(context, sizeof context, "rt%lld", (long long)bench_wall_ns());
+  type = resv_store_type(store, context, strlen(context), "user", 4, &err);
+  if (!type) bench_die("type", &err);
+  report("store_type (creates nothing)", 0, NULL);
+
+  resv_owner_t ann = {resv_cstr(""), resv_cstr("ann")};
+  resv_owner_t bob = {resv_cstr(""), resv_cstr("bob")};
+  resv_request_t r;
+
+  /* The type's first call: set-up, then the reserve. The minimum is the
+   * set-up the SPEC describes (create, read the format record, write it;
+   * on a mongos also read config.collections, enableSharding,
+   * shardCollection) plus the reserve's one. */
+  int first_min = mongos ? 7 : 4;
+  r = (resv_request_t){.op = RESV_OP_RESERVE, .key = key_of("a@x"),
+                       .owner = ann, .attempt = resv_cstr("c1"), .ttl_ms = 60000};
+  call("reserve, first call of the type", first_min, &r, RESV_RESERVED);
+  r.key = key_of("b@x");
+  call("reserve a free key", 1, &r, RESV_RESERVED);
+  call("reserve again, same attempt", 1, &r, RESV_RESERVED);
+  r.attempt = resv_cstr("c2");
+  call("reserve, same owner, new attempt", 1, &r, RESV_RESERVED);
+  r.owner = bob;
+  /* A conflict is the upsert's duplicate key, then a read of the holder
+   * (SPEC section 5): two round trips by design. */
+  call("reserve, held by another (conflict)", 2, &r, RESV_CONFLICT);
+
+  r = (resv_request_t){.op = RESV_OP_CONFIRM, .key = key_of("b@x"),
+                       .owner = ann, .version = 3};
+  call("confirm own pending", 1, &r, RESV_CONFIRMED);
+  call("confirm again", 1, &r, RESV_CONFIRMED);
+  r.key = key_of("c@x");
+  call("confirm a free key", 1, &r, RESV_CONFIRMED);
+  r.owner = bob;
+  call("confirm, held by another (conflict)", 2, &r, RESV_CONFLICT);
+
+  r = (resv_request_t){.op = RESV_OP_GET, .key = key_of("b@x")};
+  call("get (confirmed)", 1, &r, RESV_CONFIRMED);
+  r.key = key_of("nobody@x");
+  call("get (absent)", 1, &r, RESV_ABSENT);
+
+  r = (resv_request_t){.op = RESV_OP_ABANDON, .key = key_of("a@x"),
+                       .owner = ann, .attempt = resv_cstr("c1")};
+  call("abandon last hold", 2, &r, RESV_ABANDONED);
+  call("abandon (absent)", 2, &r, RESV_ABSENT);
+  r.key = key_of("b@x");
+  call("abandon a confirmed one (kept)", 2, &r, RESV_KEPT);
+
+  r = (resv_request_t){.op = RESV_OP_RELEASE, .key = key_of("b@x"), .owner = ann};
+  call("release", 1, &r, RESV_RELEASED);
+  call("release (absent)", 1, &r, RESV_ABSENT);
+
+  /* A second type pays its own set-up once; the first type never again. */
+  resv_type_t *second = resv_store_type(store, context, strlen(context), "team", 4, &err);
+  if (!second) bench_die("type", &err);
+  type = second;
+  r = (resv_request_t){.op = RESV_OP_RESERVE, .key = key_of("a@x"),
+                       .owner = ann, .attempt = resv_cstr("c1"), .ttl_ms = 60000};
+  call("reserve, first call of a 2nd type", first_min, &r, RESV_RESERVED);
+  r.key = key_of("d@x");
+  call("reserve a free key (2nd type)", 1, &r, RESV_RESERVED);
+
+  resv_store_close(store);
+  printf("  extra round trips: %d operation(s) over the minimum%s\n", extras,
+         extras ? "  <-- a bug to fix" : "");
+  return 0;
+}
