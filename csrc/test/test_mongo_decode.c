@@ -10,7 +10,6 @@
 #include "mongo_internal.h"
 #include "tests.h"
 
-Suite *mongo_decode_suite(void);
 
 static const char *const pending_json =
     "{\"_id\": {\"t\": \"t1\", \"n\": \"email\", \"k\": \"ann\"},"

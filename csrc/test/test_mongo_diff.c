@@ -17,7 +17,6 @@
 
 #include "tests.h"
 
-Suite *mongo_diff_suite(void);
 
 static const uint64_t seeds[] = {1, 2, 3, 20240611};
 #define STEPS 2500

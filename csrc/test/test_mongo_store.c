@@ -21,7 +21,6 @@
 
 extern char **environ;
 
-Suite *mongo_store_suite(void);
 
 /* ---- helpers ---------------------------------------------------------- */
 
