@@ -200,7 +200,7 @@ local function wait_thread(job)
     if not ok then
       pinned[address] = nil
       thread_broken = tostring(err)
-      ngx.log(ngx.ERR, "resv: ngx.run_worker_thread failed (", thread_broken,
+      ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
               "); waiting by the watcher from now on. Add `thread_pool ",
               THREAD_POOL, " threads=32;` to nginx.conf's main context.")
       return wait_watcher(job)
