@@ -40,10 +40,11 @@ HEADERS  := $(wildcard csrc/*.h csrc/test/*.h)
 # Debian packages the project needs; `make deps` installs the missing ones.
 DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 luajit2 lua-busted nginx-core libnginx-mod-http-lua \
-                python3-mockupdb python3-mongomock python3-pymongo valgrind
+                python3-mockupdb python3-mongomock python3-pymongo valgrind \
+                lua-dkjson
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps demo test test-c test-emulator test-lua lua-cdef lua-install \
+.PHONY: all deps demo test test-c test-emulator test-lua test-nginx lua-cdef lua-install \
         asan tsan valgrind bench \
         install uninstall clean
 
@@ -82,7 +83,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-emulator test-lua
+	$(MAKE) test-c test-emulator test-lua test-nginx
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -116,6 +117,10 @@ valgrind: deps $(O)/resv_tests
 test-lua: $(O)/libresv.so
 	LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  scripts/with-mongo $(LUAJIT) /usr/bin/busted
+
+# The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI.
+test-nginx: $(O)/libresv.so
+	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_gateway.py
 
 # Copies the header's RESV_CDEF block into lua/resv/cdef.lua.
 lua-cdef:
@@ -151,8 +156,11 @@ bench: $(BENCH_BIN) $(O)/libresv.so
 
 # ---- demo -------------------------------------------------------------
 
+# The OpenResty sign-up gateway (examples/openresty) in a private nginx on
+# loopback, and a race of sign-ups against it: on the embedded memory store,
+# or on MongoDB with `make demo MONGODB_URI=mongodb://...`.
 demo: deps all
-	$(O)/resv_demo 2>/dev/null || true
+	RESV_BUILD=$(O) $(PYTHON) examples/openresty/demo.py --uri '$(MONGODB_URI)'
 
 # ---- install ----------------------------------------------------------
 

@@ -51,7 +51,7 @@ class Gateway:
         self.timeout_ms = timeout_ms
         self.wait = wait
         self.wait_threads = wait_threads
-        self.build = build or os.environ.get('O', 'build')
+        self.build = build or os.environ.get('RESV_BUILD', 'build')
         self.extra_locations = extra_locations
         self.extra_lua_path = extra_lua_path
         self.log_level = log_level
@@ -155,9 +155,18 @@ class Gateway:
 
     def worker_pids(self):
         """The worker processes' ids (children of the master)."""
-        out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(self.proc.pid)],
-                             capture_output=True, text=True).stdout
-        return [int(p) for p in out.split()]
+        pids = []
+        for entry in os.listdir('/proc'):
+            if entry.isdigit():
+                try:
+                    with open('/proc/%s/stat' % entry) as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                # pid (comm) state ppid ...; comm may hold spaces.
+                if int(stat.rsplit(')', 1)[1].split()[1]) == self.proc.pid:
+                    pids.append(int(entry))
+        return pids
 
     # -- HTTP --------------------------------------------------------------
 

@@ -1,0 +1,243 @@
+"""The sign-up gateway in a real nginx (Debian's nginx-core with its Lua
+module), against MongoDB: RESV_TEST_URI, which scripts/with-mongo sets to
+MONGODB_URI or a fresh emulator. Run through `make test-nginx`, or:
+
+    scripts/with-mongo /usr/bin/python3 examples/openresty/test/test_gateway.py
+
+Each test starts its own nginx on free loopback ports (gateway.py) and
+uses e-mail addresses no other test or run uses.
+"""
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+import time
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from gateway import Gateway, REPO  # noqa: E402
+
+URI = os.environ.get('RESV_TEST_URI', '')
+RUN = uuid.uuid4().hex[:8]
+
+
+def fresh(name):
+    return '%s-%s-%s' % (name, RUN, uuid.uuid4().hex[:6])
+
+
+def race(gw, pairs, timeout=15.0):
+    """Signs up every (email, username) pair at once; the answers in order."""
+    with concurrent.futures.ThreadPoolExecutor(len(pairs)) as pool:
+        futures = [pool.submit(gw.signup, e, u, timeout=timeout) for e, u in pairs]
+        return [f.result() for f in futures]
+
+
+def statuses(answers):
+    return sorted(status for status, _ in answers)
+
+
+class FailPoint:
+    """MongoDB's failCommand fail point on findAndModify, on while in use."""
+
+    def __init__(self, uri, **data):
+        import pymongo
+        self.client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000)
+        self.data = dict(data, failCommands=['findAndModify'])
+
+    def __enter__(self):
+        self.client.admin.command('configureFailPoint', 'failCommand',
+                                  mode='alwaysOn', data=self.data)
+        return self
+
+    def __exit__(self, *exc):
+        self.client.admin.command('configureFailPoint', 'failCommand', mode='off')
+        self.client.close()
+
+
+class Emulator:
+    """A private emulator, for the test that stops its server."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(
+            ['/usr/bin/python3', os.path.join(REPO, 'emulator', 'run.py')],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.uri = self.proc.stdout.readline().strip()
+        return self
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # the emulator stops at end of input
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def __exit__(self, *exc):
+        self.stop()
+        self.proc.stdout.close()
+
+
+def needs_mongo(test):
+    return unittest.skipUnless(URI, 'RESV_TEST_URI is not set')(test)
+
+
+class MemoryStore(unittest.TestCase):
+    """One worker on the embedded store: the demo's set-up."""
+
+    def test_one_of_concurrent_signups_for_one_email_wins(self):
+        email = fresh('ann') + '@example.com'
+        with Gateway() as gw:
+            answers = race(gw, [(email, fresh('u%d' % i)) for i in range(16)])
+        self.assertEqual([201] + [409] * 15, statuses(answers))
+        for status, body in answers:
+            if status == 409:
+                self.assertEqual(('taken', 'email'), (body['error'], body['field']))
+
+    def test_bad_bodies_answer_400(self):
+        with Gateway() as gw:
+            self.assertEqual(400, gw.post('/signup', {'email': 'a@b.c'})[0])
+            self.assertEqual(400, gw.request('POST', '/signup', body='{',
+                                             headers={'Content-Type': 'application/json'})[0])
+            self.assertEqual(201, gw.post('/signup', {'email': fresh('f') + '@b.c',
+                                                      'username': fresh('f')},
+                                          form=True)[0])
+
+
+@needs_mongo
+class OnMongo(unittest.TestCase):
+
+    def test_one_of_concurrent_signups_for_one_email_wins(self):
+        email = fresh('ann') + '@example.com'
+        with Gateway(uri=URI) as gw:
+            answers = race(gw, [(email, fresh('u%d' % i)) for i in range(20)])
+        self.assertEqual([201] + [409] * 19, statuses(answers), answers)
+        taken = [b for s, b in answers if s == 409]
+        self.assertTrue(all(b['field'] == 'email' and b['value'] == email for b in taken))
+
+    def test_distinct_emails_all_succeed(self):
+        with Gateway(uri=URI) as gw:
+            answers = race(gw, [(fresh('e%d' % i) + '@example.com', fresh('u%d' % i))
+                                for i in range(20)])
+        self.assertEqual([201] * 20, statuses(answers), answers)
+
+    def test_a_taken_username_frees_the_email(self):
+        name = fresh('bob')
+        email = fresh('bob') + '@example.com'
+        with Gateway(uri=URI) as gw:
+            self.assertEqual(201, gw.signup(fresh('x') + '@example.com', name)[0])
+            status, body = gw.signup(email, name.upper())
+            self.assertEqual((409, 'username'), (status, body['field']))
+            # The e-mail reserved before the user name clashed was abandoned.
+            self.assertEqual(201, gw.signup(email, fresh('bob'))[0])
+
+    def test_failing_upstream_abandons_and_the_email_is_free_again(self):
+        email = fresh('carl') + '@example.com'
+        with Gateway(uri=URI) as gw:
+            status, body = gw.signup(email, 'fail-' + fresh('carl'))
+            self.assertEqual(502, status, body)
+            self.assertEqual('account service failed', body['error'])
+            status, body = gw.signup(email, fresh('carl'))
+            self.assertEqual(201, status, body)
+            self.assertEqual(email, body['email'])
+
+    def test_several_workers_give_exactly_one_winner(self):
+        email = fresh('dora') + '@example.com'
+        with Gateway(uri=URI, workers=4) as gw:
+            self.assertEqual(4, len(gw.worker_pids()))
+            answers = race(gw, [(email, fresh('u%d' % i)) for i in range(40)])
+        self.assertEqual([201] + [409] * 39, statuses(answers), answers)
+
+    def health_while_writes_stall(self, wait):
+        """(slowest /health in ms, the sign-ups' answers) while every
+        findAndModify stalls for 500 ms."""
+        with Gateway(uri=URI, wait=wait, timeout_ms=5000) as gw:
+            gw.get('/health')
+            with FailPoint(URI, blockConnection=True, blockTimeMS=500):
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    signups = [pool.submit(gw.signup, fresh('s%d' % i) + '@example.com',
+                                           fresh('s%d' % i)) for i in range(4)]
+                    time.sleep(0.1)  # the sign-ups now wait for the store
+                    slowest = 0.0
+                    waiting_seen = 0
+                    for _ in range(10):
+                        t0 = time.monotonic()
+                        status, body = gw.get('/health', timeout=5)
+                        slowest = max(slowest, time.monotonic() - t0)
+                        self.assertEqual(200, status)
+                        waiting_seen = max(waiting_seen, body['signups'])
+                        time.sleep(0.03)
+                    answers = [f.result() for f in signups]
+        return slowest * 1000, waiting_seen, answers
+
+    def test_the_worker_keeps_serving_while_calls_wait(self):
+        for wait in ('thread', 'watcher', 'backoff'):
+            slowest, waiting, answers = self.health_while_writes_stall(wait)
+            sys.stderr.write('  /health while 4 sign-ups wait (%s): slowest %.1f ms\n'
+                             % (wait, slowest))
+            self.assertEqual(4, waiting, wait)  # /health ran beside them
+            self.assertLess(slowest, 50, wait)
+            self.assertEqual([201] * 4, statuses(answers), (wait, answers))
+
+    def test_the_check_above_sees_a_blocked_worker(self):
+        # The control: waiting by blocking the worker stalls /health.
+        slowest, _, answers = self.health_while_writes_stall('block')
+        self.assertGreater(slowest, 300)
+        self.assertEqual([201] * 4, statuses(answers), answers)
+
+    def test_a_failing_command_gives_503_and_reserves_nothing(self):
+        email = fresh('erin') + '@example.com'
+        with Gateway(uri=URI) as gw:
+            with FailPoint(URI, errorCode=2):
+                status, body = gw.signup(email, fresh('erin'))
+            self.assertEqual(503, status, body)
+            self.assertEqual('store unavailable', body['error'])
+            self.assertIn('server', body['detail'])
+            status, body = gw.signup(email, fresh('erin'))
+            self.assertEqual(201, status, body)
+
+    def test_a_stalled_store_past_the_deadline_gives_503(self):
+        email = fresh('fay') + '@example.com'
+        with Gateway(uri=URI, timeout_ms=300) as gw:
+            with FailPoint(URI, blockConnection=True, blockTimeMS=800):
+                status, body = gw.signup(email, fresh('fay'))
+            self.assertEqual(503, status, body)
+            self.assertIn('timeout', body['detail'])
+
+
+class StoreDown(unittest.TestCase):
+    """A store whose server goes away answers 503, never 201."""
+
+    def test_server_gone_gives_503(self):
+        with Emulator() as emu, Gateway(uri=emu.uri, timeout_ms=1000) as gw:
+            self.assertEqual(201, gw.signup(fresh('gus') + '@example.com', fresh('gus'))[0])
+            emu.stop()
+            answers = race(gw, [(fresh('h%d' % i) + '@example.com', fresh('h%d' % i))
+                                for i in range(5)])
+            self.assertEqual([503] * 5, statuses(answers), answers)
+            self.assertEqual(200, gw.get('/health')[0])
+
+    def test_no_server_at_start_gives_503(self):
+        with Emulator() as emu:
+            uri = emu.uri
+        with Gateway(uri=uri, timeout_ms=1000) as gw:
+            status, body = gw.signup(fresh('ida') + '@example.com', fresh('ida'))
+            self.assertEqual(503, status, body)
+            self.assertEqual('store unavailable', body['error'])
+
+
+class Counting(unittest.TextTestResult):
+    pass
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=2, resultclass=Counting).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    passed = result.testsRun - failed - len(result.skipped)
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failed or not result.wasSuccessful() else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
