@@ -1,0 +1,154 @@
+-- bench/nginx/embedded.lua: the memory store against ngx.shared.DICT, in
+-- the same nginx worker, in one request (so HTTP costs nothing here).
+--
+-- GET /run?n=KEYS&rounds=R runs R rounds; each round, on fresh state (a
+-- new resv type; the dict flushed and its expired items freed, untimed):
+--   dict add, new keys        dict:add(key, owner)        -> true
+--   resv reserve, new keys    users:reserve(key, owner)   -> "reserved"
+--   dict add, existing keys   dict:add(key, other owner)  -> false, "exists"
+--   resv reserve, held keys   users:reserve(key, other)   -> "conflict"
+-- timed with clock_gettime(CLOCK_MONOTONIC) through the FFI (ngx.now has
+-- millisecond steps). The keys are the same strings for both. It answers
+-- one "figure <name> <ns per op>" line per measurement (medians over the
+-- rounds) and the resv/dict throughput ratios.
+local ffi = require "ffi"
+local resv = require "resv"
+
+-- A second copy of the module whose calls never take the job path: its
+-- resv.ngx says "not in a yieldable phase", so every call is resv_call
+-- into the module's reused answer buffer. That is what lua/resv.lua would
+-- do if it asked resv_store_runs_inline() before submitting; measured here
+-- as the "after" of that proposed change. (resv.ffi stays shared.)
+package.loaded["resv"] = nil
+package.loaded["resv.ngx"] = nil
+package.loaded["resv.sched"] = nil
+local wait = require "resv.ngx"
+wait.usable = function() return false end
+local resv_inline = require "resv"
+package.loaded["resv"] = resv
+local C = require "resv.ffi"
+
+ffi.cdef [[
+typedef struct bench_ngx_timespec { long tv_sec; long tv_nsec; } bench_ngx_timespec;
+int clock_gettime(int clk, bench_ngx_timespec *ts);
+]]
+local ts = ffi.new("bench_ngx_timespec")
+local function now_ns()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+end
+
+local _M = {}
+local store, store_inline, store_raw
+
+function _M.init_worker()
+  store = assert(resv.open())
+  store_inline = assert(resv_inline.open())
+  store_raw = assert(resv.open())
+end
+
+-- The floor: resv_call through the FFI with a request filled once per key,
+-- no argument checks, no answer table: what the C core alone costs.
+local raw_req = ffi.new("resv_request_t")
+local raw_answer = ffi.new("resv_answer_t")
+local raw_err = ffi.new("resv_error_t")
+local function raw_pass(users, keys, owner, expect)
+  local h = users.handle
+  local n = #keys
+  raw_req.op = C.RESV_OP_RESERVE
+  raw_req.key.tenant.ptr, raw_req.key.tenant.len = "", 0
+  raw_req.key.ns.ptr, raw_req.key.ns.len = "email", 5
+  raw_req.owner.tenant.ptr, raw_req.owner.tenant.len = owner.tenant, #owner.tenant
+  raw_req.owner.id.ptr, raw_req.owner.id.len = owner.id, #owner.id
+  raw_req.attempt.ptr, raw_req.attempt.len = "req-1", 5
+  raw_req.ttl_ms = 60000
+  local t0 = now_ns()
+  for i = 1, n do
+    local k = keys[i].key
+    raw_req.key.key.ptr, raw_req.key.key.len = k, #k
+    if not C.resv_call(h, raw_req, raw_answer, raw_err) or raw_answer.status ~= expect then
+      error("raw reserve failed")
+    end
+  end
+  return (now_ns() - t0) / n
+end
+
+local function median(t)
+  table.sort(t)
+  local n = #t
+  if n % 2 == 1 then return t[(n + 1) / 2] end
+  return (t[n / 2] + t[n / 2 + 1]) / 2
+end
+
+local OWNER = { tenant = "t1", id = "user-42" }
+local OTHER = { tenant = "t1", id = "user-43" }
+local OWNER_VALUE = "t1\0user-42"
+local OTHER_VALUE = "t1\0user-43"
+
+local function dict_pass(dict, names, value, expect)
+  local n = #names
+  local t0 = now_ns()
+  for i = 1, n do
+    local ok, err = dict:add(names[i], value)
+    if ok ~= expect then error("dict add: " .. tostring(err)) end
+  end
+  return (now_ns() - t0) / n
+end
+
+local function resv_pass(users, keys, owner, expect)
+  local n = #keys
+  local t0 = now_ns()
+  for i = 1, n do
+    local r, err = users:reserve(keys[i], owner, "req-1", 60000)
+    if not r or r.status ~= expect then error("reserve: " .. tostring(err)) end
+  end
+  return (now_ns() - t0) / n
+end
+
+local rounds_done = 0
+
+function _M.run()
+  local args = ngx.req.get_uri_args()
+  local n = tonumber(args.n) or 100000
+  local rounds = tonumber(args.rounds) or 5
+  local dict = ngx.shared.bench_dict
+  local names, keys = {}, {}
+  for i = 1, n do
+    -- The dict's key is the whole unique key: tenant, namespace, key.
+    names[i] = "\0email\0user" .. i .. "@example.com"
+    keys[i] = { tenant = "", namespace = "email", key = "user" .. i .. "@example.com" }
+  end
+  local f = { dict_new = {}, resv_new = {}, dict_conflict = {}, resv_conflict = {},
+              inline_new = {}, inline_conflict = {}, raw_new = {}, raw_conflict = {} }
+  for round = 1, rounds do
+    rounds_done = rounds_done + 1
+    dict:flush_all()
+    dict:flush_expired(0)
+    local users = assert(store:type("bench", "r" .. rounds_done))
+    collectgarbage()
+    f.dict_new[round] = dict_pass(dict, names, OWNER_VALUE, true)
+    f.resv_new[round] = resv_pass(users, keys, OWNER, "reserved")
+    f.dict_conflict[round] = dict_pass(dict, names, OTHER_VALUE, false)
+    f.resv_conflict[round] = resv_pass(users, keys, OTHER, "conflict")
+    local inline = assert(store_inline:type("bench", "r" .. rounds_done))
+    f.inline_new[round] = resv_pass(inline, keys, OWNER, "reserved")
+    f.inline_conflict[round] = resv_pass(inline, keys, OTHER, "conflict")
+    local raw = assert(store_raw:type("bench", "r" .. rounds_done))
+    f.raw_new[round] = raw_pass(raw, keys, OWNER, C.RESV_RESERVED)
+    f.raw_conflict[round] = raw_pass(raw, keys, OTHER, C.RESV_CONFLICT)
+  end
+  local out = {}
+  for _, name in ipairs { "dict_new", "resv_new", "dict_conflict", "resv_conflict",
+                          "inline_new", "inline_conflict", "raw_new", "raw_conflict" } do
+    f[name] = median(f[name])
+    out[#out + 1] = string.format("figure %s_ns %.1f", name, f[name])
+  end
+  for _, v in ipairs { "resv", "inline", "raw" } do
+    out[#out + 1] = string.format("figure %s_new_ratio %.3f", v, f.dict_new / f[v .. "_new"])
+    out[#out + 1] = string.format("figure %s_conflict_ratio %.3f", v,
+                                  f.dict_conflict / f[v .. "_conflict"])
+  end
+  ngx.say(table.concat(out, "\n"))
+end
+
+return _M
