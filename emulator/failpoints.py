@@ -10,7 +10,9 @@ connections whose handshake gave that application name), and what to do:
 ``closeConnection`` (drop the socket without a reply), else ``errorCode``
 (answer ``{ok: 0, code, errmsg, codeName}`` without running the command,
 with ``errorLabels`` as the server adds them), else ``writeConcernError``
-(run the command, then attach the error).
+(run the command, then attach the error, labelled the same way: the
+retryable-writes spec tests retry a write after a ShutdownInProgress
+writeConcernError and expect it applied once).
 """
 
 import threading
@@ -38,13 +40,30 @@ class Action:
         reply = {'ok': 0, 'errmsg': "Failing command via 'failCommand' failpoint",
                  'code': self.error_code,
                  'codeName': CODE_NAMES.get(self.error_code, 'Location%d' % self.error_code)}
-        labels = self.error_labels
-        if labels is None and self.error_code in RETRYABLE_CODES and _retryable_write(
-                command_name, command):
-            labels = ['RetryableWriteError']
+        labels = self.labels_for(self.error_code, command_name, command)
         if labels:
-            reply['errorLabels'] = list(labels)
+            reply['errorLabels'] = labels
         return reply
+
+    def labels_for(self, code, command_name, command):
+        """The errorLabels of a reply failing with code: the fail point's
+        own, else RetryableWriteError for a retryable code on a retryable
+        write (the server labels a writeConcernError's code the same way)."""
+        if self.error_labels is not None:
+            return list(self.error_labels)
+        if code in RETRYABLE_CODES and _retryable_write(command_name, command):
+            return ['RetryableWriteError']
+        return []
+
+    def attach_write_concern_error(self, reply, command_name, command):
+        """Adds the writeConcernError (and its labels) to a reply of a
+        command that ran."""
+        wce = self.write_concern_error
+        reply['writeConcernError'] = wce
+        code = wce.get('code') if isinstance(wce, dict) else None
+        labels = self.labels_for(code, command_name, command)
+        if labels:
+            reply['errorLabels'] = labels
 
 
 def _retryable_write(command_name, command):

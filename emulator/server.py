@@ -156,13 +156,17 @@ class Emulator(MockupDB):
                 traceback.print_exc(file=sys.stderr)
             reply = _error_reply(CommandError(1, '%s: %s' % (type(error).__name__, error)))
 
-        if action is not None and action.write_concern_error:
-            reply['writeConcernError'] = action.write_concern_error
         if retry_key is not None and reply.get('ok'):
+            # Remember the write's own outcome: a retry of it is answered
+            # from here, and a fault attached below (a writeConcernError)
+            # belongs to this reply only, as on MongoDB, where the retry
+            # waits for the write concern afresh.
             with self._retries_lock:
-                self._retries[retry_key] = reply
+                self._retries[retry_key] = SON(reply)
                 if len(self._retries) > _RETRY_MEMORY:
                     self._retries.popitem(last=False)
+        if action is not None and action.write_concern_error:
+            action.attach_write_concern_error(reply, name, command)
         return reply
 
 

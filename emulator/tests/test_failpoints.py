@@ -105,6 +105,43 @@ class FailPointTest(EmulatorTest):
             self.coll.insert_one({'_id': 1})
         self.assertEqual(self.coll.count_documents({}), 1)  # the insert ran
 
+    def test_retryable_write_concern_error_is_retried_and_answered_from_memory(self):
+        # retryable-writes spec tests ("InsertOne succeeds after
+        # WriteConcernError ShutdownInProgress"): the write runs, the reply
+        # carries the writeConcernError and the errorLabels of the fail
+        # point; the driver retries with the same txnNumber and the server
+        # answers from its memory of the executed write, without the error
+        # (the fail point is spent), so the document is there once.
+        self.configure({'times': 1}, failCommands=['insert'],
+                       errorLabels=['RetryableWriteError'],
+                       writeConcernError={'code': 91, 'errmsg': 'Replication is being shut down'})
+        command = SON([('insert', 'reservations'), ('documents', [{'_id': 1}]),
+                       ('lsid', {'id': 'session-wce'}), ('txnNumber', Int64(1))])
+        first = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual(first['writeConcernError']['code'], 91)
+        self.assertEqual(first['errorLabels'], ['RetryableWriteError'])
+        retry = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((retry['ok'], retry['n']), (1, 1))
+        self.assertNotIn('writeConcernError', retry)
+        self.assertNotIn('errorLabels', retry)
+        self.assertEqual(self.coll.count_documents({}), 1)
+
+    def test_retryable_write_concern_error_gets_the_label_by_itself(self):
+        # Without errorLabels in the fail point, the server labels a
+        # retryable writeConcernError code on a retryable write, as it
+        # labels a retryable errorCode.
+        self.configure('alwaysOn', failCommands=['insert'],
+                       writeConcernError={'code': 91, 'errmsg': 'Replication is being shut down'})
+        command = SON([('insert', 'reservations'), ('documents', [{'_id': 2}]),
+                       ('lsid', {'id': 'session-wce-label'}), ('txnNumber', Int64(1))])
+        reply = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual(reply['errorLabels'], ['RetryableWriteError'])
+        del command['txnNumber']
+        command['documents'] = [{'_id': 3}]
+        reply = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual(reply['writeConcernError']['code'], 91)
+        self.assertNotIn('errorLabels', reply)
+
     def test_app_name(self):
         self.configure('alwaysOn', failCommands=['ping'], errorCode=2, appName='victim')
         self.client.admin.command('ping')
