@@ -206,6 +206,12 @@ function _M.signup()
   end
 end
 
+-- The worker's aggregate type (nil when the store is not open), for the
+-- benchmarks in bench/.
+function _M.users()
+  return users
+end
+
 -- Answers at once, from the same worker: proof that waiting calls do not
 -- block it.
 function _M.health()
