@@ -14,8 +14,9 @@
  * The start-up check runs on a single-threaded client, not on the pool:
  * a single client tries each server once (serverSelectionTryOnce) and
  * fails at once when nothing answers, where a pooled client would wait
- * out the whole selection timeout. It sends ping, then hello (isMaster
- * for servers older than 4.4.2); hello's msg "isdbgrid" means a mongos.
+ * out the whole selection timeout. Selecting a writable server performs
+ * the hello handshake (the driver falls back to isMaster on old servers);
+ * its reply's msg "isdbgrid" means a mongos.
  * Nothing is created on the server here: collections are made on a
  * type's first call (mongo_schema.c).
  *
@@ -26,8 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define SERVER_COMMAND_NOT_FOUND 59
 
 /* The password exactly as written in the URI string: after the scheme's
  * "://" and the user's ":", up to the last "@". NULL when there is none.
@@ -72,52 +71,32 @@ static void describe_hosts(resv__mongo_t *m) {
   }
 }
 
-/* Sends ping then hello on a single-threaded client and learns whether
- * the server is a mongos. Fails with RESV_EUNAVAILABLE when nothing
- * answers. */
+/* Selects a writable server on a single-threaded client and learns from
+ * its hello reply whether it is a mongos. The selection's handshake is the
+ * one round trip: a separate hello or ping command would cost another,
+ * and its implicit session an endSessions when the client goes. Fails
+ * with RESV_EUNAVAILABLE when nothing answers. */
 static bool check_server(resv__mongo_t *m, resv_error_t *err) {
   bson_error_t error;
-  bson_t cmd, reply;
   bson_iter_t it;
-  bool ok;
-  mongoc_client_t *client = mongoc_client_new_from_uri_with_error(m->uri, &error);
+  mongoc_server_description_t *sd;
+  const bson_t *hello;
+  mongoc_client_t *client =
+      mongoc_client_new_from_uri_with_error(m->uri, &error);
 
   if (!client)
     return resv__mongo_fail(m, err, &error, 0, "connect");
   mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
-
-  bson_init(&cmd);
-  BSON_APPEND_INT32(&cmd, "ping", 1);
-  ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
-                                    &error);
-  bson_destroy(&cmd);
-  bson_destroy(&reply);
-  if (!ok) {
+  sd = mongoc_client_select_server(client, true, NULL, &error);
+  if (!sd) {
     mongoc_client_destroy(client);
-    return resv__mongo_fail(m, err, &error, 0, "ping");
+    return resv__mongo_fail(m, err, &error, 0, "connect");
   }
-
-  bson_init(&cmd);
-  BSON_APPEND_INT32(&cmd, "hello", 1);
-  ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
-                                    &error);
-  bson_destroy(&cmd);
-  if (!ok && error.domain == MONGOC_ERROR_SERVER &&
-      error.code == SERVER_COMMAND_NOT_FOUND) {
-    bson_destroy(&reply);
-    bson_init(&cmd);
-    BSON_APPEND_INT32(&cmd, "isMaster", 1);
-    ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply,
-                                      &error);
-    bson_destroy(&cmd);
-  }
-  if (ok && bson_iter_init_find(&it, &reply, "msg") &&
-      BSON_ITER_HOLDS_UTF8(&it))
+  hello = mongoc_server_description_hello_response(sd);
+  if (bson_iter_init_find(&it, hello, "msg") && BSON_ITER_HOLDS_UTF8(&it))
     m->is_mongos = strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0;
-  bson_destroy(&reply);
+  mongoc_server_description_destroy(sd);
   mongoc_client_destroy(client);
-  if (!ok)
-    return resv__mongo_fail(m, err, &error, 0, "hello");
   return true;
 }
 
