@@ -13,6 +13,7 @@ static const suite_fn suites[] = {
     race_suite,
     pool_suite,
     rules_mongo_suite,
+    faults_suite,
     mongo_decode_suite, mongo_store_suite, mongo_diff_suite,
 };
 

@@ -1,0 +1,512 @@
+/* test_faults.c: the MongoDB store when the server misbehaves.
+ *
+ * Faults come from MongoDB's own failCommand fail point (sent with a plain
+ * client, scoped to the store's appName so a shared server's other clients
+ * never see them) and from an emulator this test starts, kills and
+ * restarts on the same port. For each fault the rules are SPEC section 7
+ * and 8's: the call answers one of the codes of section 8, within its
+ * deadline (plus the store's grace), and never `reserved` or `confirmed`
+ * for a reservation it does not hold; once the fault is gone the same
+ * store works again without being reopened; and a write that MongoDB
+ * retried, or that the caller retries, gives the right answer, because
+ * reserve and confirm are idempotent.
+ *
+ * Recovery times are printed (stderr, "faults:"), never asserted beyond a
+ * generous bound: they are figures for docs/guarantees-draft.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emu.h"
+
+#define TIMEOUT_MS 1000
+#define GRACE_MS 250 /* store.c's DEADLINE_GRACE_MS */
+
+static resv_key_t K(const char *key) { return test_key("email", key); }
+static const resv_owner_t *ANN(void) {
+  static resv_owner_t o;
+  o = test_owner("t1", "ann");
+  return &o;
+}
+
+/* A store on RESV_TEST_URI whose connections carry appName app. */
+static resv_store_t *app_store(const char *app, int32_t timeout_ms) {
+  char uri[512];
+  emu_uri_with_app(test_mongo_uri(), app, uri, sizeof uri);
+  return emu_open(uri, (resv_options_t){.threads = 2, .timeout_ms = timeout_ms});
+}
+
+static void app_name(char *buf, size_t size, const char *what) {
+  static int n;
+  snprintf(buf, size, "resv-%s-%d-%d", what, (int)getpid(), n++);
+}
+
+static void fail_on(const char *app, const char *mode, const char *commands,
+                    const char *action) {
+  char data[512];
+  snprintf(data, sizeof data, "{\"failCommands\": %s, \"appName\": \"%s\", %s}",
+           commands, app, action);
+  emu_failpoint(test_mongo_uri(), mode, data);
+}
+
+static void fail_off(void) { emu_failpoint(test_mongo_uri(), "\"off\"", NULL); }
+
+static bool is_fault_code(int32_t code) {
+  return code == RESV_EUNAVAILABLE || code == RESV_ETIMEOUT || code == RESV_ESERVER;
+}
+
+/* The one call of op on key for ANN, attempt "a", version 7. */
+static bool op_call(resv_type_t *t, int32_t op, const char *key, resv_answer_t *a,
+                    resv_error_t *err, int64_t *took) {
+  resv_request_t r = {.op = op, .key = K(key), .owner = *ANN(),
+                      .attempt = resv_cstr("a"), .ttl_ms = 60000, .version = 7};
+  int64_t start = resv__monotonic_ms();
+  bool ok = resv_call(t, &r, a, err);
+  if (took) *took = resv__monotonic_ms() - start;
+  return ok;
+}
+
+/* Asserts key's reservation through t: absent, or ANN's pending one with
+ * the one hold "a" (when pending_ok). */
+static void expect_absent_or_ours(resv_type_t *t, const char *key, bool pending_ok) {
+  resv_answer_t a = {0};
+  test_get(t, key, &a);
+  if (a.status != RESV_ABSENT) {
+    ck_assert_msg(pending_ok, "%s: %s, expected absent", key, resv_status_name(a.status));
+    ck_assert_int_eq(a.status, RESV_PENDING);
+    ck_assert(test_str_is(a.owner_id, "ann"));
+    const char *const one[] = {"a"};
+    ck_assert(test_holds_are(&a, 1, one));
+  }
+  resv_answer_clear(&a);
+}
+
+/* Calls op until it answers, up to limit_ms; returns how long it took. */
+static int64_t until_answered(resv_type_t *t, int32_t op, const char *key,
+                              int64_t limit_ms, resv_answer_t *a) {
+  int64_t start = resv__monotonic_ms();
+  resv_error_t err;
+  for (;;) {
+    if (op_call(t, op, key, a, &err, NULL)) return resv__monotonic_ms() - start;
+    ck_assert_msg(is_fault_code(err.code), "%s: %s", resv_code_name(err.code),
+                  err.message);
+    ck_assert_msg(resv__monotonic_ms() - start < limit_ms,
+                  "no recovery within %lld ms: %s: %s", (long long)limit_ms,
+                  resv_code_name(err.code), err.message);
+    usleep(20 * 1000);
+  }
+}
+
+/* ---- one fault, retried by the driver ---------------------------------- */
+
+typedef struct fault {
+  const char *name;
+  int32_t op;
+  const char *commands; /* failCommands */
+  const char *action;   /* the failCommand data's action fields */
+} fault_t;
+
+/* Each fault once (mode {times: 1}): the driver retries a retryable write
+ * or read once, on a new connection, and the call succeeds. */
+static const fault_t once[] = {
+    {"closed connection, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"closeConnection\": true"},
+    {"closed connection, confirm", RESV_OP_CONFIRM, "[\"findAndModify\"]", "\"closeConnection\": true"},
+    {"closed connection, abandon", RESV_OP_ABANDON, "[\"update\"]", "\"closeConnection\": true"},
+    {"closed connection, get", RESV_OP_GET, "[\"find\"]", "\"closeConnection\": true"},
+    {"NotWritablePrimary, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"errorCode\": 10107"},
+    {"HostUnreachable, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"errorCode\": 6"},
+    {"ExceededTimeLimit, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"errorCode\": 262"},
+    {"NotWritablePrimary, confirm", RESV_OP_CONFIRM, "[\"findAndModify\"]", "\"errorCode\": 10107"},
+    {"ShutdownInProgress, release", RESV_OP_RELEASE, "[\"delete\"]", "\"errorCode\": 91"},
+    {"HostUnreachable, get", RESV_OP_GET, "[\"find\"]", "\"errorCode\": 6"},
+};
+
+static int32_t expected_status(int32_t op) {
+  switch (op) {
+  case RESV_OP_RESERVE: return RESV_RESERVED;
+  case RESV_OP_CONFIRM: return RESV_CONFIRMED;
+  case RESV_OP_ABANDON: return RESV_ABANDONED;
+  case RESV_OP_RELEASE: return RESV_RELEASED;
+  default: return RESV_PENDING;
+  }
+}
+
+/* Puts ANN's pending reservation (hold "a") on key, for the ops that need
+ * one. */
+static void prepare(resv_type_t *t, int32_t op, const char *key) {
+  resv_answer_t a = {0};
+  if (op != RESV_OP_RESERVE && op != RESV_OP_CONFIRM) {
+    resv_request_t r = {.op = RESV_OP_RESERVE, .key = K(key), .owner = *ANN(),
+                        .attempt = resv_cstr("a"), .ttl_ms = 60000};
+    resv_error_t err;
+    ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+  }
+  resv_answer_clear(&a);
+}
+
+START_TEST(a_fault_the_driver_retries_once_still_answers_right) {
+  const fault_t *f = &once[_i];
+  char app[64];
+  app_name(app, sizeof app, "once");
+  resv_store_t *s = app_store(app, 3000);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+
+  prepare(t, f->op, "k");
+  fail_on(app, "{\"times\": 1}", f->commands, f->action);
+  bool ok = op_call(t, f->op, "k", &a, &err, NULL);
+  fail_off();
+  ck_assert_msg(ok, "%s: %s: %s", f->name, resv_code_name(err.code), err.message);
+  ck_assert_msg(a.status == expected_status(f->op), "%s: %s", f->name,
+                resv_status_name(a.status));
+  if (f->op == RESV_OP_RESERVE || f->op == RESV_OP_GET) {
+    const char *const one[] = {"a"};
+    ck_assert_msg(test_holds_are(&a, 1, one), "%s: holds", f->name);
+  }
+  if (f->op == RESV_OP_CONFIRM) ck_assert_int_eq(a.version, 7);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* The same faults twice in a row (the driver's one retry fails too): the
+ * call answers a section-8 error, nothing was written (failCommand fails a
+ * command before it runs), and the next call works. */
+START_TEST(a_fault_on_the_retry_too_answers_an_error_and_writes_nothing) {
+  const fault_t *f = &once[_i];
+  char app[64];
+  app_name(app, sizeof app, "twice");
+  resv_store_t *s = app_store(app, 3000);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  int64_t took;
+
+  prepare(t, f->op, "k");
+  fail_on(app, "{\"times\": 2}", f->commands, f->action);
+  bool ok = op_call(t, f->op, "k", &a, &err, &took);
+  fail_off();
+  ck_assert_msg(!ok, "%s: answered %s through two faults", f->name,
+                resv_status_name(a.status));
+  ck_assert_msg(is_fault_code(err.code), "%s: %s: %s", f->name,
+                resv_code_name(err.code), err.message);
+  if (err.code == RESV_ESERVER && strstr(f->action, "errorCode"))
+    ck_assert_int_eq(err.server_code, atoi(strchr(f->action, ':') + 1));
+  ck_assert_msg(took < 3000 + GRACE_MS + 500, "%s took %lld ms", f->name, (long long)took);
+  /* Nothing changed: the reservation is as prepare left it. */
+  expect_absent_or_ours(t, "k", f->op != RESV_OP_RESERVE && f->op != RESV_OP_CONFIRM);
+  if (f->op == RESV_OP_RESERVE || f->op == RESV_OP_CONFIRM) {
+    test_get(t, "k", &a);
+    ck_assert_int_eq(a.status, RESV_ABSENT);
+  }
+  /* And the store works again at once. */
+  int64_t recovery = until_answered(t, f->op, "k", 5000, &a);
+  ck_assert_int_eq(a.status, expected_status(f->op));
+  fprintf(stderr, "faults: %-30s -> %s; next call answered after %lld ms\n", f->name,
+          resv_code_name(err.code), (long long)recovery);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- a write concern error: the write happened, the call says error ----- */
+
+START_TEST(a_write_concern_error_is_an_error_and_the_retry_is_idempotent) {
+  int32_t op = _i == 0 ? RESV_OP_RESERVE : RESV_OP_CONFIRM;
+  char app[64];
+  app_name(app, sizeof app, "wce");
+  resv_store_t *s = app_store(app, 3000);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+
+  fail_on(app, "{\"times\": 1}", "[\"findAndModify\"]",
+          "\"writeConcernError\": {\"code\": 64, \"codeName\": \"WriteConcernFailed\", "
+          "\"errmsg\": \"waiting for replication timed out\", "
+          "\"errInfo\": {\"wtimeout\": true}}");
+  bool ok = op_call(t, op, "k", &a, &err, NULL);
+  fail_off();
+  ck_assert_msg(!ok, "answered %s despite the write concern error", resv_status_name(a.status));
+  ck_assert_msg(err.code == RESV_ESERVER && err.server_code == 64, "%s: %d %s",
+                resv_code_name(err.code), (int)err.server_code, err.message);
+  /* The write itself was applied: the caller was told it does not know. */
+  test_get(t, "k", &a);
+  ck_assert_int_eq(a.status, op == RESV_OP_RESERVE ? RESV_PENDING : RESV_CONFIRMED);
+  /* The caller retries the same call: same answer as if the first had
+   * succeeded, nothing doubled. */
+  ck_assert_msg(op_call(t, op, "k", &a, &err, NULL), "%s", err.message);
+  ck_assert_int_eq(a.status, expected_status(op));
+  if (op == RESV_OP_RESERVE) {
+    const char *const one[] = {"a"};
+    ck_assert(test_holds_are(&a, 1, one));
+  } else {
+    ck_assert_int_eq(a.version, 7);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* A retryable write concern error: the write was applied and the driver
+ * retries it with the same transaction number; the server answers the
+ * retry from its memory of the first (retryable-writes spec), so the call
+ * answers reserved with the one hold. */
+START_TEST(a_retried_write_that_was_applied_answers_once) {
+  char app[64];
+  app_name(app, sizeof app, "retried");
+  resv_store_t *s = app_store(app, 3000);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+
+  fail_on(app, "{\"times\": 1}", "[\"findAndModify\"]",
+          "\"errorLabels\": [\"RetryableWriteError\"], "
+          "\"writeConcernError\": {\"code\": 91, \"codeName\": \"ShutdownInProgress\", "
+          "\"errmsg\": \"shutting down\"}");
+  bool ok = op_call(t, RESV_OP_RESERVE, "k", &a, &err, NULL);
+  fail_off();
+  ck_assert_msg(ok, "%s: %d %s", resv_code_name(err.code), (int)err.server_code,
+                err.message);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  const char *const one[] = {"a"};
+  ck_assert(test_holds_are(&a, 1, one));
+  test_get(t, "k", &a);
+  ck_assert(test_holds_are(&a, 1, one));
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- a server slower than the deadline --------------------------------- */
+
+START_TEST(a_call_blocked_past_its_deadline_answers_timeout_never_reserved) {
+  int32_t op = _i == 0 ? RESV_OP_RESERVE : RESV_OP_CONFIRM;
+  char app[64];
+  app_name(app, sizeof app, "slow");
+  resv_store_t *s = app_store(app, 300);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  int64_t took;
+
+  /* Every findAndModify of this store waits 1.2 s, the retry too. */
+  fail_on(app, "\"alwaysOn\"", "[\"findAndModify\"]",
+          "\"blockConnection\": true, \"blockTimeMS\": 1200");
+  bool ok = op_call(t, op, "k", &a, &err, &took);
+  fail_off();
+  ck_assert_msg(!ok, "answered %s past the deadline", resv_status_name(a.status));
+  ck_assert_msg(err.code == RESV_ETIMEOUT || err.code == RESV_EUNAVAILABLE, "%s: %s",
+                resv_code_name(err.code), err.message);
+  ck_assert_msg(took <= 300 + GRACE_MS + 400, "the call took %lld ms", (long long)took);
+  fprintf(stderr, "faults: blocked %s answered %s after %lld ms (deadline 300 ms)\n",
+          op == RESV_OP_RESERVE ? "reserve" : "confirm", resv_code_name(err.code),
+          (long long)took);
+  /* The blocked command still runs on the server once its block ends, as
+   * on MongoDB: timeout means "unknown", and the same call again gives
+   * the right answer either way. */
+  usleep(1500 * 1000);
+  int64_t recovery = until_answered(t, op, "k", 5000, &a);
+  ck_assert_int_eq(a.status, expected_status(op));
+  if (op == RESV_OP_RESERVE) {
+    const char *const one[] = {"a"};
+    ck_assert(test_holds_are(&a, 1, one));
+  }
+  fprintf(stderr, "faults: after the block, the same call answered %s after %lld ms\n",
+          resv_status_name(a.status), (long long)recovery);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* A call blocked past its deadline never holds up the store: other calls
+ * answer meanwhile, and closing it answers what is queued. */
+START_TEST(a_full_queue_answers_busy_and_close_answers_every_call) {
+  char app[64];
+  app_name(app, sizeof app, "busy");
+  char uri[512];
+  emu_uri_with_app(test_mongo_uri(), app, uri, sizeof uri);
+  resv_store_t *s = emu_open(uri, (resv_options_t){.threads = 1, .queue = 3,
+                                                   .timeout_ms = 2000});
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  test_reserve(t, "warm", "ann", "a", 60000, &a); /* the type is set up */
+  fail_on(app, "\"alwaysOn\"", "[\"findAndModify\"]",
+          "\"blockConnection\": true, \"blockTimeMS\": 800");
+  enum { N = 12 };
+  resv_job_t *jobs[N];
+  int busy = 0, closed = 0, answered = 0, other = 0;
+  for (int i = 0; i < N; i++) {
+    if (i == 1) usleep(100 * 1000); /* the first one is running by now */
+    char key[16];
+    snprintf(key, sizeof key, "k%d", i);
+    resv_request_t r = {.op = RESV_OP_RESERVE, .key = K(key), .owner = *ANN(),
+                        .attempt = resv_cstr("a"), .ttl_ms = 60000};
+    jobs[i] = resv_submit(t, &r, NULL, NULL);
+    ck_assert_ptr_nonnull(jobs[i]);
+  }
+  /* One runs, three wait, the rest were refused at once. */
+  for (int i = 0; i < N; i++)
+    if (resv_job_done(jobs[i])) {
+      ck_assert_int_eq(resv_job_error(jobs[i])->code, RESV_EBUSY);
+      busy++;
+    }
+  ck_assert_msg(busy >= N - 4, "only %d of %d busy", busy, N);
+  resv_store_shutdown(s); /* waits for the running one, fails the queued */
+  for (int i = 0; i < N; i++) {
+    ck_assert(resv_job_wait(jobs[i], 5000));
+    const resv_error_t *e = resv_job_error(jobs[i]);
+    if (e->code == RESV_ECLOSED) closed++;
+    else if (e->code == RESV_OK) answered++;
+    else if (e->code != RESV_EBUSY) other++;
+    resv_job_destroy(jobs[i]);
+  }
+  fail_off();
+  fprintf(stderr, "faults: queue 3, 12 calls: %d busy, %d closed, %d answered, %d other\n",
+          busy, closed, answered, other);
+  ck_assert_int_eq(busy + closed + answered + other, N);
+  ck_assert_int_ge(closed, 1);
+  ck_assert_int_eq(other, 0);
+  resv_error_t err;
+  resv_request_t r = {.op = RESV_OP_GET, .key = K("warm")};
+  ck_assert(!resv_call(t, &r, &a, &err));
+  ck_assert_int_eq(err.code, RESV_ECLOSED);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- the server down, and back ----------------------------------------- */
+
+START_TEST(a_server_down_at_open_is_unavailable_at_once) {
+  emu_t e;
+  emu_start(&e, 0);
+  emu_kill(&e);
+  char uri[256];
+  snprintf(uri, sizeof uri, "mongodb://ann:s3cret@127.0.0.1:%d/app", e.port);
+  resv_options_t o = {.uri = uri, .timeout_ms = 5000};
+  resv_error_t err;
+  int64_t start = resv__monotonic_ms();
+  resv_store_t *s = resv_store_open(&o, &err);
+  int64_t took = resv__monotonic_ms() - start;
+  ck_assert_ptr_null(s);
+  ck_assert_msg(err.code == RESV_EUNAVAILABLE, "%s: %s", resv_code_name(err.code),
+                err.message);
+  ck_assert_msg(!strstr(err.message, "s3cret"), "%s", err.message);
+  ck_assert_msg(took < 2000, "open took %lld ms", (long long)took);
+  fprintf(stderr, "faults: open with the server down: unavailable after %lld ms\n",
+          (long long)took);
+}
+END_TEST
+
+/* Kills the store's server (SIGKILL: connections drop without a word)
+ * or stops it, calls while it is down, restarts it on the same port and
+ * measures how long the store takes to answer again, unaided. */
+static void restart_run(bool crash) {
+  emu_t e;
+  emu_start(&e, 0);
+  resv_store_t *s = emu_open(e.uri, (resv_options_t){.threads = 2, .timeout_ms = TIMEOUT_MS});
+  resv_type_t *t = test_fresh_type(s, "restart");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  int64_t took, worst = 0;
+
+  test_reserve(t, "before", "ann", "a", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  if (crash) emu_kill(&e); else emu_stop(&e);
+
+  for (int i = 0; i < 2; i++) {
+    int32_t op = i % 2 ? RESV_OP_GET : RESV_OP_RESERVE;
+    bool ok = op_call(t, op, "down", &a, &err, &took);
+    ck_assert_msg(!ok, "answered %s with the server down", resv_status_name(a.status));
+    ck_assert_msg(err.code == RESV_EUNAVAILABLE || err.code == RESV_ETIMEOUT, "%s: %s",
+                  resv_code_name(err.code), err.message);
+    ck_assert_msg(took <= TIMEOUT_MS + GRACE_MS + 500, "a call took %lld ms", (long long)took);
+    if (took > worst) worst = took;
+  }
+  emu_start(&e, e.port);
+  int64_t recovery = until_answered(t, RESV_OP_RESERVE, "after", 15000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  fprintf(stderr,
+          "faults: server %s: calls while down answered within %lld ms "
+          "(timeout %d); first answer %lld ms after the restart\n",
+          crash ? "killed" : "stopped", (long long)worst, TIMEOUT_MS,
+          (long long)recovery);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  emu_stop(&e);
+}
+
+START_TEST(a_server_killed_and_restarted_is_found_again) { restart_run(true); }
+END_TEST
+
+START_TEST(a_server_stopped_and_restarted_is_found_again) { restart_run(false); }
+END_TEST
+
+/* ---- fork ----------------------------------------------------------------- */
+
+#include <sys/wait.h>
+
+/* A store used in a child process answers closed and leaves the parent's
+ * connections alone; the child exits cleanly; the parent still works. */
+static void fork_run(const char *uri) {
+  resv_store_t *s = uri ? test_open(uri) : test_open(NULL);
+  resv_type_t *t = test_fresh_type(s, "fork");
+  resv_answer_t a = {0};
+  test_reserve(t, "k", "ann", "a", 60000, &a);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    resv_error_t err;
+    resv_request_t r = {.op = RESV_OP_RESERVE, .key = K("k2"), .owner = *ANN(),
+                        .attempt = resv_cstr("a"), .ttl_ms = 1000};
+    int status = 0;
+    if (resv_call(t, &r, &a, &err) || err.code != RESV_ECLOSED) status |= 1;
+    resv_job_t *job = resv_submit(t, &r, NULL, &err);
+    if (!job || !resv_job_done(job) || resv_job_error(job)->code != RESV_ECLOSED)
+      status |= 2;
+    resv_job_destroy(job);
+    if (resv_store_type(s, "x", 1, "y", 1, &err) || err.code != RESV_ECLOSED) status |= 4;
+    resv_store_close(s);
+    _exit(status);
+  }
+  int status;
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  test_reserve(t, "k2", "ann", "a", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  test_get(t, "k", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+
+START_TEST(a_store_used_after_fork_answers_closed_on_memory) { fork_run(NULL); }
+END_TEST
+
+START_TEST(a_store_used_after_fork_answers_closed_on_mongo) { fork_run(test_mongo_uri()); }
+END_TEST
+
+Suite *faults_suite(void) {
+  Suite *s = suite_create("faults");
+  TCase *tc = tcase_create("failpoints");
+  int n = (int)(sizeof once / sizeof once[0]);
+  tcase_add_loop_test(tc, a_fault_the_driver_retries_once_still_answers_right, 0, n);
+  tcase_add_loop_test(tc, a_fault_on_the_retry_too_answers_an_error_and_writes_nothing, 0, n);
+  tcase_add_loop_test(tc, a_write_concern_error_is_an_error_and_the_retry_is_idempotent, 0, 2);
+  tcase_add_test(tc, a_retried_write_that_was_applied_answers_once);
+  tcase_add_loop_test(tc, a_call_blocked_past_its_deadline_answers_timeout_never_reserved, 0, 2);
+  tcase_add_test(tc, a_full_queue_answers_busy_and_close_answers_every_call);
+  tcase_set_timeout(tc, 30);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("restart");
+  tcase_add_test(tc, a_server_down_at_open_is_unavailable_at_once);
+  tcase_add_test(tc, a_server_killed_and_restarted_is_found_again);
+  tcase_add_test(tc, a_server_stopped_and_restarted_is_found_again);
+  tcase_add_test(tc, a_store_used_after_fork_answers_closed_on_memory);
+  tcase_add_test(tc, a_store_used_after_fork_answers_closed_on_mongo);
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  return s;
+}
