@@ -32,3 +32,31 @@ if command -v valgrind >/dev/null; then
     "$out/cpu" 200 >/dev/null 2>&1
   run bench/callgrind_phases.sh "$out/callgrind.cpu" 200
 fi
+
+# 3. The Lua API over the C API: memory store (wall ns per call), then
+#    MongoDB (client CPU per call), three times, alternating C and Lua.
+export LUA_CPATH="$O/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;"
+fig() { awk -v k="$1" '$1 == "figure" && $2 == k { print $3 }'; }
+c=$("$out/capi" memory 100000)
+echo "$c" | tee -a "$results"
+run "$LUAJIT" bench/lua_overhead.lua memory 100000 \
+  "$(fig c_reserve_new_ns <<<"$c")" "$(fig c_reserve_again_ns <<<"$c")" \
+  "$(fig c_conflict_ns <<<"$c")" "$(fig c_submit_new_ns <<<"$c")"
+for i in 1 2 3; do
+  c=$(scripts/with-mongo "$out/capi" mongo 2000)
+  echo "$c" | tee -a "$results"
+  run scripts/with-mongo "$LUAJIT" bench/lua_overhead.lua mongo 2000 "$(fig c_mongo_cpu_ns <<<"$c")"
+done
+
+# 4. The memory store in nginx against ngx.shared.DICT:add.
+run bench/nginx_embedded.sh 100000 5
+
+# 5. Overlap under a fixed write latency, T = 1..16; plot.
+run env BENCH_OUT="$out" scripts/with-mongo "$out/overlap" 50 20 1 2 4 8 16
+
+# 6. The sign-up gateway under wrk, memory and MongoDB; plot.
+run env BENCH_OUT="$out" O="$O" scripts/with-mongo /usr/bin/python3 bench/gateway.py 4 16
+
+if command -v gnuplot >/dev/null; then
+  gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
+fi
