@@ -14,6 +14,7 @@ static const suite_fn suites[] = {
     pool_suite,
     rules_mongo_suite,
     faults_suite,
+    stress_suite,
     mongo_decode_suite, mongo_store_suite, mongo_diff_suite,
 };
 

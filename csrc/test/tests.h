@@ -14,6 +14,7 @@ Suite *rules_mongo_suite(void);
 Suite *race_suite(void);
 Suite *pool_suite(void);
 Suite *faults_suite(void);
+Suite *stress_suite(void);
 Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
