@@ -15,6 +15,7 @@ static const suite_fn suites[] = {
     rules_mongo_suite,
     faults_suite,
     stress_suite,
+    security_suite,
     mongo_decode_suite, mongo_store_suite, mongo_diff_suite,
 };
 

@@ -15,6 +15,7 @@ Suite *race_suite(void);
 Suite *pool_suite(void);
 Suite *faults_suite(void);
 Suite *stress_suite(void);
+Suite *security_suite(void);
 Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
