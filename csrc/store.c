@@ -267,13 +267,16 @@ static void execute_job(resv_job_t *job) {
                       resv_store_now(store), job->deadline, &job->answer, &job->error);
 }
 
+/* Makes and queues the job of a request (validated unless `validated`
+ * says it already was); a job that cannot be queued is finished with its
+ * error. */
 static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
-                          resv_inbox_t *inbox, resv_error_t *err) {
+                          resv_inbox_t *inbox, bool validated, resv_error_t *err) {
   resv_store_t *store = type->store;
   resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
                                   resv__monotonic_ms() + store->timeout_ms, err);
   if (!job) return NULL;
-  if (!resv__validate_request(req, store->max_string, &job->error) ||
+  if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
       !check_open(store, &job->error)) {
     resv__job_finish(job);
     return job;
@@ -289,7 +292,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
 
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *req,
                         resv_inbox_t *inbox, resv_error_t *err) {
-  return submit(type, req, inbox, err);
+  return submit(type, req, inbox, false, err);
 }
 
 bool resv_call(resv_type_t *type, const resv_request_t *req,
@@ -298,7 +301,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   if (!resv__validate_request(req, store->max_string, err)) return false;
   if (!store->pool) return run_inline(type, req, answer, err);
 
-  resv_job_t *job = submit(type, req, NULL, err);
+  resv_job_t *job = submit(type, req, NULL, true, err);
   if (!job) return false;
   bool ok = false;
   if (!resv_job_wait(job, job->deadline - resv__monotonic_ms() + DEADLINE_GRACE_MS)) {

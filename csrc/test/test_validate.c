@@ -109,6 +109,28 @@ START_TEST(valid_utf8_is_accepted) {
 }
 END_TEST
 
+/* The ASCII fast path reads eight bytes at a time: a bad byte at every
+ * offset of a longer string, inside a word or in the tail, is still seen. */
+START_TEST(a_bad_byte_at_any_offset_is_seen) {
+  char s[21];
+  for (size_t pos = 0; pos < sizeof s; pos++) {
+    memset(s, 'a', sizeof s);
+    ck_assert(resv__utf8_valid(s, sizeof s));
+    s[pos] = '\0';
+    ck_assert_msg(!resv__utf8_valid(s, sizeof s), "NUL at %zu", pos);
+    s[pos] = (char)0x80;
+    ck_assert_msg(!resv__utf8_valid(s, sizeof s), "0x80 at %zu", pos);
+    s[pos] = (char)0x7f;
+    ck_assert(resv__utf8_valid(s, sizeof s));
+    if (pos + 1 < sizeof s) {
+      s[pos] = (char)0xc3; /* é */
+      s[pos + 1] = (char)0xa9;
+      ck_assert_msg(resv__utf8_valid(s, sizeof s), "é at %zu", pos);
+    }
+  }
+}
+END_TEST
+
 typedef struct bad_type {
   const char *context;
   const char *aggregate;
@@ -198,6 +220,7 @@ Suite *validate_suite(void) {
                       sizeof bad_requests / sizeof bad_requests[0]);
   tcase_add_test(tc, strings_longer_than_max_string_are_invalid);
   tcase_add_test(tc, valid_utf8_is_accepted);
+  tcase_add_test(tc, a_bad_byte_at_any_offset_is_seen);
   tcase_add_loop_test(tc, bad_type_names_are_invalid, 0, sizeof bad_types / sizeof bad_types[0]);
   tcase_add_test(tc, type_name_with_nul_is_invalid);
   tcase_add_test(tc, collection_name_follows_the_format);
