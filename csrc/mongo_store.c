@@ -29,15 +29,20 @@
 #include <string.h>
 
 /* The password exactly as written in the URI string: after the scheme's
- * "://" and the user's ":", up to the last "@". NULL when there is none.
- * The caller frees it. */
+ * "://" and the user's ":", up to the last "@" before the options ("?").
+ * NULL when there is none. The caller frees it. */
 static char *raw_password(const char *uri) {
-  const char *start = strstr(uri, "://"), *colon, *at;
+  const char *start = strstr(uri, "://"), *colon, *at = NULL, *end;
 
   if (!start)
     return NULL;
   start += 3;
-  at = strrchr(start, '@');
+  end = strchr(start, '?');
+  if (!end)
+    end = start + strlen(start);
+  for (const char *p = start; p < end; p++)
+    if (*p == '@')
+      at = p;
   if (!at)
     return NULL;
   colon = memchr(start, ':', (size_t)(at - start));

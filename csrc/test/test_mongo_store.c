@@ -444,6 +444,39 @@ START_TEST(test_describe_names_the_host_and_topology) {
 }
 END_TEST
 
+/* A wrong password: whatever the server says (auth failure, or no auth at
+ * all), the password is in no error message and not in describe. */
+START_TEST(test_password_never_shows) {
+  const char *uri = test_mongo_uri();
+  const char *hosts = strstr(uri, "://"), *at;
+  char with_password[512], text[512];
+  resv_options_t o = {.threads = 1, .timeout_ms = 2000};
+  resv_error_t err;
+
+  hosts += 3;
+  at = strchr(hosts, '@');
+  if (at && (!strchr(hosts, '/') || at < strchr(hosts, '/')))
+    hosts = at + 1;
+  snprintf(with_password, sizeof with_password,
+           "mongodb://resvtest:s3cr3t%%2Fpw@%s", hosts);
+  o.uri = with_password;
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) {
+    ck_assert_msg(!strstr(err.message, "s3cr3t"), "%s", err.message);
+    return;
+  }
+  resv_store_describe(s, text, sizeof text);
+  ck_assert_msg(!strstr(text, "s3cr3t"), "%s", text);
+  resv_type_t *t = test_fresh_type(s, "secret");
+  resv_request_t get = {.op = RESV_OP_GET, .key = test_key("email", "a")};
+  resv_answer_t a = {0};
+  if (!resv_call(t, &get, &a, &err))
+    ck_assert_msg(!strstr(err.message, "s3cr3t"), "%s", err.message);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 /* ---- sharded clusters -------------------------------------------------- */
 
 static bool shard_key_is(const char *uri, const char *ns, const char *json) {
@@ -578,6 +611,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_other_format_is_refused_and_nothing_written);
   tcase_add_test(tc, test_foreign_document_is_format_error);
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
+  tcase_add_test(tc, test_password_never_shows);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
   tc = tcase_create("sharded");
