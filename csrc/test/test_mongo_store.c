@@ -359,6 +359,90 @@ END_TEST
 START_TEST(test_racing_stores_set_up_one_collection_once) { race(4, 8); }
 END_TEST
 
+/* Churn: threads of two stores reserve, abandon and release two keys as
+ * different owners, so duplicate keys meet keys freed again in between
+ * (the retried upsert). No call may fail, and every answer must be
+ * coherent: reserved is ours, a conflict names someone else. */
+typedef struct churner {
+  resv_type_t *type;
+  int id;
+  int calls, conflicts;
+  char failure[600];
+} churner_t;
+
+static void *churn(void *arg) {
+  churner_t *c = arg;
+  char owner[16];
+  resv_answer_t a = {0};
+  resv_error_t err;
+  uint64_t rng = 0x2545f4914f6cdd1dULL * (uint64_t)(c->id + 1);
+  int64_t until = resv__monotonic_ms() + 1500;
+
+  snprintf(owner, sizeof owner, "o%d", c->id);
+  while (resv__monotonic_ms() < until && !c->failure[0]) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    resv_key_t k = test_key("email", rng & 1 ? "hot1" : "hot2");
+    resv_owner_t o = test_owner("", owner);
+    bool ok;
+    switch ((rng >> 8) % 3) {
+    case 0:
+      ok = resv_reserve(c->type, &k, &o, resv_cstr("a"), 60000, &a, &err);
+      if (ok && a.status == RESV_RESERVED && !test_str_is(a.owner_id, owner))
+        snprintf(c->failure, sizeof c->failure, "reserved for someone else");
+      if (ok && a.status == RESV_CONFLICT && test_str_is(a.owner_id, owner))
+        snprintf(c->failure, sizeof c->failure, "conflict with ourselves");
+      if (ok && a.status == RESV_CONFLICT)
+        c->conflicts++;
+      break;
+    case 1:
+      ok = resv_abandon(c->type, &k, &o, resv_cstr("a"), &a, &err);
+      break;
+    default:
+      ok = resv_release(c->type, &k, &o, &a, &err);
+      break;
+    }
+    if (!ok)
+      snprintf(c->failure, sizeof c->failure, "%s: %s", resv_code_name(err.code),
+               err.message);
+    c->calls++;
+  }
+  resv_answer_clear(&a);
+  return NULL;
+}
+
+START_TEST(test_churn_on_hot_keys_stays_coherent) {
+  enum { N = 8 };
+  const char *uri = test_mongo_uri();
+  resv_store_t *stores[2] = {test_open(uri), test_open(uri)};
+  churner_t cs[N];
+  pthread_t threads[N];
+  char aggregate[64];
+  int calls = 0, conflicts = 0;
+
+  unique_name(aggregate, sizeof aggregate, "churn");
+  for (int i = 0; i < N; i++) {
+    memset(&cs[i], 0, sizeof cs[i]);
+    cs[i].type = named_type(stores[i % 2], aggregate);
+    cs[i].id = i;
+    pthread_create(&threads[i], NULL, churn, &cs[i]);
+  }
+  for (int i = 0; i < N; i++)
+    pthread_join(threads[i], NULL);
+  for (int i = 0; i < N; i++) {
+    ck_assert_msg(!cs[i].failure[0], "thread %d: %s", i, cs[i].failure);
+    calls += cs[i].calls;
+    conflicts += cs[i].conflicts;
+  }
+  ck_assert_int_gt(calls, 50);
+  ck_assert_int_gt(conflicts, 0);
+  resv_answer_t a = {0};
+  test_get(cs[0].type, "hot1", &a); /* still decodes */
+  resv_answer_clear(&a);
+  resv_store_close(stores[0]);
+  resv_store_close(stores[1]);
+}
+END_TEST
+
 START_TEST(test_other_format_is_refused_and_nothing_written) {
   const char *uri = test_mongo_uri();
   resv_store_t *s = test_open(uri);
@@ -608,6 +692,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_nothing_is_created_before_a_types_first_call);
   tcase_add_test(tc, test_racing_reserves_of_a_free_key_one_wins);
   tcase_add_test(tc, test_racing_stores_set_up_one_collection_once);
+  tcase_add_test(tc, test_churn_on_hot_keys_stays_coherent);
   tcase_add_test(tc, test_other_format_is_refused_and_nothing_written);
   tcase_add_test(tc, test_foreign_document_is_format_error);
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
