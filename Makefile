@@ -41,11 +41,11 @@ HEADERS  := $(wildcard csrc/*.h csrc/test/*.h)
 DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 luajit2 lua-busted nginx-core libnginx-mod-http-lua \
                 python3-mockupdb python3-mongomock python3-pymongo valgrind \
-                lua-dkjson
+                lua-dkjson clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps demo test test-c test-emulator test-lua test-nginx lua-cdef lua-install \
-        asan tsan valgrind bench \
+        asan tsan valgrind bench fuzz test-fuzz stress \
         install uninstall clean
 
 all: $(O)/libresv.so $(O)/libresv.a
@@ -83,7 +83,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-emulator test-lua test-nginx
+	$(MAKE) test-c test-emulator test-lua test-nginx test-fuzz
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -109,6 +109,47 @@ valgrind: deps $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
 	  --errors-for-leak-kinds=definite,indirect,possible $(O)/resv_tests
+
+# ---- reliability: fuzzing (fuzz/, libFuzzer under clang) and stress ---
+
+FUZZ_O       := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := validate decode
+FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
+                $(DEPS_CFLAGS) -Icsrc
+FUZZ_SRC_validate := csrc/validate.c csrc/error.c
+FUZZ_SRC_decode   := csrc/validate.c csrc/error.c csrc/mongo_decode.c csrc/answer.c
+
+$(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRC_$*) $(DEPS_LIBS) -lpthread
+
+# Each target for FUZZ_SECONDS, from fuzz/corpus/<target>; what it finds
+# goes to $(FUZZ_O)/corpus/<target>, a crash to $(FUZZ_O)/crash-<target>-*
+# (copy it into fuzz/regress/<target>/ once fixed).
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_O)/fuzz_%)
+	for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_O)/corpus/$$t && \
+	  $(FUZZ_O)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_O)/crash-$$t- $(FUZZ_O)/corpus/$$t fuzz/corpus/$$t \
+	  || exit 1; done
+
+# In make test: the seeds and regressions once, then 5 s of each target.
+test-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_O)/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do rm -rf $(FUZZ_O)/quick/$$t && mkdir -p $(FUZZ_O)/quick/$$t && \
+	  $(FUZZ_O)/fuzz_$$t -runs=0 fuzz/corpus/$$t fuzz/regress/$$t >$(FUZZ_O)/$$t.log 2>&1 && \
+	  $(FUZZ_O)/fuzz_$$t -max_total_time=5 -artifact_prefix=$(FUZZ_O)/crash-$$t- \
+	    $(FUZZ_O)/quick/$$t fuzz/corpus/$$t >>$(FUZZ_O)/$$t.log 2>&1 && \
+	  echo "fuzz_$$t: $$(grep -o 'Done [0-9]* runs' $(FUZZ_O)/$$t.log | tail -1), no crash" \
+	  || { tail -40 $(FUZZ_O)/$$t.log; exit 1; }; done
+
+# The stress runs for STRESS_MS on each store (make test runs them for
+# 1.5 s): the C suite (threads) and the Lua spec (coroutines).
+STRESS_MS ?= 60000
+stress: $(O)/resv_tests $(O)/libresv.so
+	RESV_STRESS_MS=$(STRESS_MS) CK_RUN_SUITE=stress scripts/with-mongo $(O)/resv_tests
+	RESV_STRESS_MS=$(STRESS_MS) LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
+	  scripts/with-mongo $(LUAJIT) /usr/bin/busted spec/stress_spec.lua
 
 # ---- the Lua module (lua/, spec/) ------------------------------------
 
