@@ -133,7 +133,7 @@ static bool holds_kept(run_t *r, const key_ledger_t *k, int o, uint64_t start,
     for (int j = 0; j < ATTEMPTS; j++) {
       const hold_t *h = &k->owners[o].holds[t][j];
       if (!h->live || h->seq >= start || h->expires <= now) continue;
-      char attempt[16];
+      char attempt[32];
       snprintf(attempt, sizeof attempt, "t%da%d", t, j);
       if (!a || !has_hold(a, attempt)) {
         violation(r, "%s: hold %s of %s (expires %lld, now %lld) lost", what, attempt,
@@ -150,7 +150,7 @@ static void step(worker_t *w) {
   int dice = rand_r(&w->rnd) % 100;
   key_ledger_t *k = &r->keys[ki];
   owner_ledger_t *me = &k->owners[o];
-  char attempt[16];
+  char attempt[32];
   snprintf(attempt, sizeof attempt, "t%da%d", w->id, j);
   resv_request_t req = {.key = test_key("email", key_names[ki]),
                         .owner = test_owner("", owner_names[o]),
