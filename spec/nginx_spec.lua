@@ -83,20 +83,28 @@ for _, backend in ipairs(helpers.backends()) do
 
     setup(function()
       dir = sh("mktemp -d"):gsub("%s+$", "")
-      port = 20000 + math.random(0, 20000)
       local lib = assert(package.searchpath("libresv", package.cpath))
-      local conf = CONF:gsub("@(%u+)@", {
-        DIR = dir, NDK = NDK_MODULE, LUA = LUA_MODULE,
-        LUADIR = absolute("lua"), LIBDIR = absolute(lib:match("^(.*)/[^/]+$") or "."),
-        URI = backend.options.uri or "", CONTEXT = helpers.fresh_context(),
-        PORT = tostring(port),
-        -- Each worker has its own memory store: one worker shares one.
-        WORKERS = backend.options.uri and "2" or "1",
-      })
-      local f = assert(io.open(dir .. "/nginx.conf", "w"))
-      f:write(conf)
-      f:close()
-      local out = sh("nginx -p " .. dir .. " -c " .. dir .. "/nginx.conf")
+      local context = helpers.fresh_context()
+      -- A port from the clock and a process id; another on a
+      -- collision (nginx refuses to start).
+      local seed = os.time() + tonumber(sh("echo $$"):match("%d+") or 0)
+      local out
+      for try = 1, 8 do
+        port = 20000 + (seed * 7919 + try * 104729) % 30000
+        local conf = CONF:gsub("@(%u+)@", {
+          DIR = dir, NDK = NDK_MODULE, LUA = LUA_MODULE,
+          LUADIR = absolute("lua"), LIBDIR = absolute(lib:match("^(.*)/[^/]+$") or "."),
+          URI = backend.options.uri or "", CONTEXT = context,
+          PORT = tostring(port),
+          -- Each worker has its own memory store: one worker shares one.
+          WORKERS = backend.options.uri and "2" or "1",
+        })
+        local f = assert(io.open(dir .. "/nginx.conf", "w"))
+        f:write(conf)
+        f:close()
+        out = sh("nginx -p " .. dir .. " -c " .. dir .. "/nginx.conf")
+        if out == "" or not out:find("in use", 1, true) then break end
+      end
       assert(out == "", out)
       -- Wait until it answers.
       for _ = 1, 100 do
