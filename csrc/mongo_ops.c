@@ -152,11 +152,18 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
 }
 
 /* Reads the reservation of the request's key into *doc; *found false when
- * there is none. */
+ * there is none. get reads by F(key), which a mongos sends to the key's one
+ * shard; the duplicate-key path reads by _id alone, so that whatever
+ * occupies the _id is seen, and a document that is not a reservation of
+ * this layout answers RESV_EFORMAT instead of being retried against. */
 static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
-                     const strs_t *s, int64_t deadline, bson_t *raw,
-                     resv__mongo_doc_t *doc, bool *found, resv_error_t *err) {
-  bson_t *filter = BCON_NEW(F_KEY(s));
+                     const strs_t *s, bool by_id_only, int64_t deadline,
+                     bson_t *raw, resv__mongo_doc_t *doc, bool *found,
+                     resv_error_t *err) {
+  bson_t *filter =
+      by_id_only ? BCON_NEW("_id", "{", "t", BCON_UTF8(s->t), "n",
+                            BCON_UTF8(s->n), "k", BCON_UTF8(s->k), "}")
+                 : BCON_NEW(F_KEY(s));
   bson_error_t error;
   bool ok = resv__mongo_find_one(m, coll, filter, raw, found, &error);
 
@@ -238,7 +245,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
       break;
     }
     /* Someone else's document stood in the way. Whose? */
-    if (!read_key(m, coll, &s, deadline, &raw, &held, &found, err)) {
+    if (!read_key(m, coll, &s, true, deadline, &raw, &held, &found, err)) {
       bson_destroy(&raw);
       break;
     }
@@ -354,7 +361,7 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
   strs_t s;
 
   strs_init(&s, r);
-  ok = read_key(m, coll, &s, deadline, &raw, &d, &found, err);
+  ok = read_key(m, coll, &s, false, deadline, &raw, &d, &found, err);
   if (ok && !found) {
     ok = resv__answer_status(answer, RESV_ABSENT, err);
   } else if (ok) {

@@ -518,6 +518,17 @@ START_TEST(test_foreign_document_is_format_error) {
   ck_assert_msg(call_fails(t, &reserve, RESV_EFORMAT, &err), "%s: %s",
                 resv_code_name(err.code), err.message);
   ck_assert_int_eq(raw_count(&r, "{\"who\": \"someone\"}"), 1);
+
+  /* A document at the key's _id whose tenant_id is not the _id's: the
+   * reserve's upsert meets its _id, and the duplicate-key path reads it
+   * by _id and refuses it rather than retrying against it. */
+  raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"odd2\"},"
+                 " \"tenant_id\": \"elsewhere\", \"key\": \"odd2\","
+                 " \"owner\": {\"tenant_id\": \"\", \"id\": \"v\"},"
+                 " \"expires_at\": null, \"version\": {\"$numberLong\": \"1\"}}");
+  reserve.key = test_key("email", "odd2");
+  ck_assert_msg(call_fails(t, &reserve, RESV_EFORMAT, &err), "%s: %s",
+                resv_code_name(err.code), err.message);
   raw_close(&r);
   resv_answer_clear(&a);
   resv_store_close(s);
