@@ -21,22 +21,6 @@
 
 extern char **environ;
 
-#if defined(__SANITIZE_THREAD__)
-/* ThreadSanitizer sees the system's libmongoc and libbson only through
- * their calls to malloc, free, strcmp and pthread: the atomics they
- * synchronise with (reference-counted topology descriptions, the session
- * pool) are invisible to it, so a document freed by one pooled client
- * after another read it looks like a race. Reports whose stack reaches
- * into those libraries are theirs, not ours; every stack of our own code
- * is still checked. TSan asks the program for these at start-up. */
-const char *__tsan_default_suppressions(void);
-__attribute__((visibility("default"))) const char *
-__tsan_default_suppressions(void) {
-  return "race:libbson-1.0.so.0\nrace:libmongoc-1.0.so.0\n";
-}
-#endif
-
-
 /* ---- helpers ---------------------------------------------------------- */
 
 /* Runs argv, its stdout into out (NUL-terminated); returns its status. */
