@@ -83,7 +83,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-emulator test-lua test-nginx test-fuzz
+	$(MAKE) test-c test-emulator test-lua test-nginx test-fuzz asan
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
