@@ -44,6 +44,7 @@ local resv_store_set_time = C.resv_store_set_time
 local resv_store_use_system_time = C.resv_store_use_system_time
 local resv_store_now = C.resv_store_now
 local resv_store_is_sharded = C.resv_store_is_sharded
+local resv_store_runs_inline = C.resv_store_runs_inline
 local resv_store_describe = C.resv_store_describe
 local resv_store_type = C.resv_store_type
 local resv_type_collection = C.resv_type_collection
@@ -167,9 +168,11 @@ local function finish_job(job)
 end
 
 -- Runs the call in req on type handle h, waiting as the context allows.
-local function call(h)
-  local spawned = in_spawned()
-  if spawned or ngx_usable() then
+-- A store that answers inline (the memory store) never needs a job: its
+-- resv_call returns at once on this thread.
+local function call(h, inline)
+  local spawned = not inline and in_spawned()
+  if spawned or (not inline and ngx_usable()) then
     local inbox
     if spawned then
       local ierr
@@ -316,7 +319,7 @@ function Type:reserve(key, owner, attempt, ttl_ms)
                            "a positive integer (milliseconds)")
   if not ttl then return nil, err end
   req.ttl_ms = ttl
-  return call(h)
+  return call(h, self.inline)
 end
 
 function Type:confirm(key, owner, version)
@@ -329,7 +332,7 @@ function Type:confirm(key, owner, version)
                          "a non-negative integer")
   if not v then return nil, err end
   req.version = v
-  return call(h)
+  return call(h, self.inline)
 end
 
 function Type:abandon(key, owner, attempt)
@@ -337,7 +340,7 @@ function Type:abandon(key, owner, attempt)
   clear_request(OP_ABANDON)
   local err = fill_key(key) or fill_owner(owner) or fill_attempt(attempt)
   if err then return nil, err end
-  return call(h)
+  return call(h, self.inline)
 end
 
 function Type:release(key, owner)
@@ -345,7 +348,7 @@ function Type:release(key, owner)
   clear_request(OP_RELEASE)
   local err = fill_key(key) or fill_owner(owner)
   if err then return nil, err end
-  return call(h)
+  return call(h, self.inline)
 end
 
 function Type:get(key)
@@ -353,7 +356,7 @@ function Type:get(key)
   clear_request(OP_GET)
   local err = fill_key(key)
   if err then return nil, err end
-  return call(h)
+  return call(h, self.inline)
 end
 
 -- The MongoDB collection of the type ("wow_reservation__<c>__<a>").
@@ -397,7 +400,8 @@ function Store:type(context, aggregate)
   end
   -- The C handle belongs to the store; the reference to the store keeps
   -- it from being collected while the type is in use.
-  t = setmetatable({ handle = th, store = self }, Type)
+  t = setmetatable({ handle = th, store = self,
+                     inline = resv_store_runs_inline(h) }, Type)
   self.types[id] = t
   return t
 end
