@@ -76,6 +76,7 @@ local OP_ABANDON = C.RESV_OP_ABANDON
 local OP_RELEASE = C.RESV_OP_RELEASE
 local OP_GET = C.RESV_OP_GET
 
+local STATE_NONE = C.RESV_STATE_NONE
 local STATE_PENDING = C.RESV_STATE_PENDING
 local STATE_CONFIRMED = C.RESV_STATE_CONFIRMED
 
@@ -125,21 +126,30 @@ local function holds_array(a)
   return holds
 end
 
--- Converts a resv_answer_t to the table of SPEC section 9.
-local function answer_table(a)
+-- Converts a resv_answer_t to the table of SPEC section 9. A reserve or
+-- confirm passes its own owner (ot, oid) and attempt: a `reserved` or
+-- `confirmed` answer is always that owner's, and a reservation held by one
+-- attempt is held by this one, so those strings are reused instead of
+-- copied out of C again.
+local function answer_table(a, ot, oid, attempt)
   local status = status_names[a.status] or tostring(a.status)
   local state = a.state
   local t = { status = status }
+  if state == STATE_NONE then
+    return t
+  end
+  local mine = ot ~= nil and status ~= "conflict"
+  t.owner = mine and { tenant = ot, id = oid } or owner_table(a)
   if state == STATE_PENDING then
-    t.owner = owner_table(a)
     t.expires_at = tonumber(a.expires_at)
     if status == "conflict" then
       t.state = state_names[state]
+    elseif mine and attempt ~= nil and a.nholds == 1 then
+      t.holds = { attempt }
     else
       t.holds = holds_array(a)
     end
-  elseif state == STATE_CONFIRMED then
-    t.owner = owner_table(a)
+  else
     t.version = tonumber(a.version)
     if status == "conflict" then
       t.state = state_names[state]
@@ -149,7 +159,7 @@ local function answer_table(a)
 end
 
 -- Reads a finished job, frees it and returns the answer or nil, err.
-local function finish_job(job)
+local function finish_job(job, ot, oid, attempt)
   local err = resv_job_error(job)
   local res, msg
   if err ~= nil and err.code ~= 0 then
@@ -159,7 +169,7 @@ local function finish_job(job)
     if a == nil then
       msg = "server: the job finished without an answer"
     else
-      res = answer_table(a)
+      res = answer_table(a, ot, oid, attempt)
     end
   end
   ffi_gc(job, nil)
@@ -170,7 +180,7 @@ end
 -- Runs the call in req on type handle h, waiting as the context allows.
 -- A store that answers inline (the memory store) never needs a job: its
 -- resv_call returns at once on this thread.
-local function call(h, inline)
+local function call(h, inline, ot, oid, attempt)
   local spawned = not inline and in_spawned()
   if spawned or (not inline and ngx_usable()) then
     local inbox
@@ -195,13 +205,13 @@ local function call(h, inline)
         ngx_wait(job)
       end
     end
-    return finish_job(job)
+    return finish_job(job, ot, oid, attempt)
   end
 
   if not resv_call(h, req, answer_buf, err_buf) then
     return nil, error_string(err_buf)
   end
-  return answer_table(answer_buf)
+  return answer_table(answer_buf, ot, oid, attempt)
 end
 
 ---------------------------------------------------------------------------
@@ -319,7 +329,7 @@ function Type:reserve(key, owner, attempt, ttl_ms)
                            "a positive integer (milliseconds)")
   if not ttl then return nil, err end
   req.ttl_ms = ttl
-  return call(h, self.inline)
+  return call(h, self.inline, owner.tenant or "", owner.id, attempt)
 end
 
 function Type:confirm(key, owner, version)
@@ -332,7 +342,7 @@ function Type:confirm(key, owner, version)
                          "a non-negative integer")
   if not v then return nil, err end
   req.version = v
-  return call(h, self.inline)
+  return call(h, self.inline, owner.tenant or "", owner.id)
 end
 
 function Type:abandon(key, owner, attempt)
