@@ -44,7 +44,7 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 lua-dkjson clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps demo test test-c test-emulator test-lua test-nginx lua-cdef lua-install \
+.PHONY: all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install \
         asan tsan valgrind bench fuzz test-fuzz stress \
         install uninstall clean
 
@@ -83,7 +83,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-emulator test-lua test-nginx test-fuzz asan
+	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-fuzz asan
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -91,6 +91,13 @@ test-c: $(O)/resv_tests $(O)/examples/quickstart
 	scripts/with-mongo $(O)/resv_tests
 	$(O)/examples/quickstart >/dev/null
 	scripts/with-mongo sh -c '$(O)/examples/quickstart "$$RESV_TEST_URI" >/dev/null'
+
+# The MongoDB suites again with the emulator answering as a mongos (or
+# MONGODB_URI, when it names one): sharding on first use, and every rule
+# and the differential test routed by the shard key.
+MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store
+test-mongos: $(O)/resv_tests
+	RESV_SUITES=$(MONGOS_SUITES) scripts/with-mongo --mongos $(O)/resv_tests
 
 $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 	@mkdir -p $(dir $@)

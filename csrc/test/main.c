@@ -1,28 +1,38 @@
 /* main.c: the one Check runner. Suites are named after the files they
- * test; CK_RUN_SUITE=<name> runs one, CK_FORK=no runs them in-process (as
- * valgrind wants). */
+ * test. RESV_SUITES=a,b,c runs only those suites (CK_RUN_SUITE takes just
+ * one); CK_FORK=no runs them in-process (as valgrind wants). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests.h"
 
-typedef Suite *(*suite_fn)(void);
+#define SUITE(name) {#name, name##_suite}
 
-static const suite_fn suites[] = {
-    validate_suite,
-    rules_memory_suite,
-    race_suite,
-    pool_suite,
-    rules_mongo_suite,
-    faults_suite,
-    stress_suite,
-    security_suite,
-    mongo_decode_suite, mongo_store_suite, mongo_diff_suite,
+static const struct {
+  const char *name;
+  Suite *(*make)(void);
+} suites[] = {
+    SUITE(validate),     SUITE(rules_memory), SUITE(race),       SUITE(pool),
+    SUITE(rules_mongo),  SUITE(faults),       SUITE(stress),     SUITE(security),
+    SUITE(mongo_decode), SUITE(mongo_store),  SUITE(mongo_diff),
 };
 
+/* True when name is one of the comma-separated names in list. */
+static bool listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, name, n) == 0) return true;
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
+
 int main(void) {
+  const char *only = getenv("RESV_SUITES");
   SRunner *runner = srunner_create(NULL);
   for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
-    srunner_add_suite(runner, suites[i]());
+    if (!only || listed(only, suites[i].name)) srunner_add_suite(runner, suites[i].make());
   srunner_run_all(runner, CK_NORMAL);
   int failed = srunner_ntests_failed(runner);
   srunner_free(runner);
