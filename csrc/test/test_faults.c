@@ -267,8 +267,18 @@ START_TEST(a_retried_write_that_was_applied_answers_once) {
           "\"errmsg\": \"shutting down\"}");
   bool ok = op_call(t, RESV_OP_RESERVE, "k", &a, &err, NULL);
   fail_off();
-  ck_assert_msg(ok, "%s: %d %s", resv_code_name(err.code), (int)err.server_code,
-                err.message);
+  if (!ok) {
+    /* mongoc retries this write when it can select the server again in
+     * time; 91 marks the server unknown, and on a loaded machine the
+     * retry may give up and hand back the first error. The caller then
+     * does what any caller of a failed reserve does: try again, which
+     * must find the write that was applied, not a second hold. */
+    ck_assert_msg(err.code == RESV_ESERVER || err.code == RESV_EUNAVAILABLE,
+                  "%s: %d %s", resv_code_name(err.code), (int)err.server_code,
+                  err.message);
+    ok = op_call(t, RESV_OP_RESERVE, "k", &a, &err, NULL);
+    ck_assert_msg(ok, "again: %s: %s", resv_code_name(err.code), err.message);
+  }
   ck_assert_int_eq(a.status, RESV_RESERVED);
   const char *const one[] = {"a"};
   ck_assert(test_holds_are(&a, 1, one));
