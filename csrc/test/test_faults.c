@@ -12,7 +12,7 @@
  * reserve and confirm are idempotent.
  *
  * Recovery times are printed (stderr, "faults:"), never asserted beyond a
- * generous bound: they are figures for docs/guarantees-draft.md. */
+ * generous bound: they are figures for the README's "Guarantees". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
