@@ -26,7 +26,7 @@ static int free_port(void) {
   return port;
 }
 
-void emu_start(emu_t *e, int port) {
+void emu_start(emu_t *e, int port, bool mongos) {
   int in[2], out[2];
   size_t used = 0;
   char port_arg[16];
@@ -41,7 +41,7 @@ void emu_start(emu_t *e, int port) {
     dup2(out[1], 1);
     close(in[0]), close(in[1]), close(out[0]), close(out[1]);
     execl("/usr/bin/python3", "python3", "emulator/run.py", "--port", port_arg,
-          (char *)NULL);
+          mongos ? "--mongos" : (char *)NULL, (char *)NULL);
     _exit(127);
   }
   close(in[0]);

@@ -1,4 +1,4 @@
-/* emu.h: what the fault, stress and security suites share: an emulator
+/* emu.h: what the MongoDB suites share: an emulator
  * this test starts (and kills, and restarts on the same port), MongoDB's
  * failCommand fail point sent with a plain mongoc client, and a plain
  * client to look behind the store. */
@@ -19,9 +19,10 @@ typedef struct emu {
   char uri[128];
 } emu_t;
 
-/* Starts /usr/bin/python3 emulator/run.py on port (0: a free one) and
- * waits for its URI line. Fails the test when it does not start. */
-void emu_start(emu_t *e, int port);
+/* Starts /usr/bin/python3 emulator/run.py on port (0: a free one), as a
+ * mongos when asked, and waits for its URI line. Fails the test when it
+ * does not start. */
+void emu_start(emu_t *e, int port, bool mongos);
 /* Kills it with SIGKILL (a crash: no goodbye to the clients) and reaps it. */
 void emu_kill(emu_t *e);
 /* Stops it by closing its stdin, and reaps it. */

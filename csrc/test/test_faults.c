@@ -391,7 +391,7 @@ END_TEST
 
 START_TEST(a_server_down_at_open_is_unavailable_at_once) {
   emu_t e;
-  emu_start(&e, 0);
+  emu_start(&e, 0, false);
   emu_kill(&e);
   char uri[256];
   snprintf(uri, sizeof uri, "mongodb://ann:s3cret@127.0.0.1:%d/app", e.port);
@@ -415,7 +415,7 @@ END_TEST
  * measures how long the store takes to answer again, unaided. */
 static void restart_run(bool crash) {
   emu_t e;
-  emu_start(&e, 0);
+  emu_start(&e, 0, false);
   resv_store_t *s = emu_open(e.uri, (resv_options_t){.threads = 2, .timeout_ms = TIMEOUT_MS});
   resv_type_t *t = test_fresh_type(s, "restart");
   resv_answer_t a = {0};
@@ -435,7 +435,7 @@ static void restart_run(bool crash) {
     ck_assert_msg(took <= TIMEOUT_MS + GRACE_MS + 500, "a call took %lld ms", (long long)took);
     if (took > worst) worst = took;
   }
-  emu_start(&e, e.port);
+  emu_start(&e, e.port, false);
   int64_t recovery = until_answered(t, RESV_OP_RESERVE, "after", 15000, &a);
   ck_assert_int_eq(a.status, RESV_RESERVED);
   fprintf(stderr,

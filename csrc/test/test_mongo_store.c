@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mongo_internal.h"
+#include "emu.h"
 #include "tests.h"
 
 extern char **environ;
@@ -63,48 +64,7 @@ static const char *db_of(const mongoc_uri_t *uri) {
   return db && *db ? db : "resv";
 }
 
-/* A plain client on uri, error API 2, for looking behind the store. */
-typedef struct raw {
-  mongoc_uri_t *uri;
-  mongoc_client_t *client;
-  mongoc_collection_t *coll;
-} raw_t;
-
-static void raw_open(raw_t *r, const char *uri, const char *collection) {
-  r->uri = mongoc_uri_new(uri);
-  ck_assert_ptr_nonnull(r->uri);
-  r->client = mongoc_client_new_from_uri(r->uri);
-  ck_assert_ptr_nonnull(r->client);
-  mongoc_client_set_error_api(r->client, MONGOC_ERROR_API_VERSION_2);
-  r->coll = mongoc_client_get_collection(r->client, db_of(r->uri), collection);
-}
-
-static void raw_close(raw_t *r) {
-  mongoc_collection_destroy(r->coll);
-  mongoc_client_destroy(r->client);
-  mongoc_uri_destroy(r->uri);
-}
-
-static void raw_insert(raw_t *r, const char *json) {
-  bson_error_t error;
-  bson_t *doc = bson_new_from_json((const uint8_t *)json, -1, &error);
-  ck_assert_msg(doc != NULL, "%s", error.message);
-  ck_assert_msg(mongoc_collection_insert_one(r->coll, doc, NULL, NULL, &error),
-                "insert: %s", error.message);
-  bson_destroy(doc);
-}
-
-static int64_t raw_count(raw_t *r, const char *json) {
-  bson_error_t error;
-  bson_t *filter = bson_new_from_json((const uint8_t *)json, -1, &error);
-  int64_t n = mongoc_collection_count_documents(r->coll, filter, NULL, NULL,
-                                                NULL, &error);
-  ck_assert_msg(n >= 0, "count: %s", error.message);
-  bson_destroy(filter);
-  return n;
-}
-
-static bool raw_collection_exists(raw_t *r, const char *collection) {
+static bool raw_collection_exists(emu_raw_t *r, const char *collection) {
   bson_error_t error;
   mongoc_database_t *db = mongoc_client_get_database(r->client, db_of(r->uri));
   bool exists = mongoc_database_has_collection(db, collection, &error);
@@ -137,18 +97,17 @@ static bool call_fails(resv_type_t *t, const resv_request_t *r, int32_t code,
 
 /* ---- a mongos --------------------------------------------------------- */
 
+/* A mongos to test against: RESV_TEST_URI when it is one (a real cluster,
+ * or scripts/with-mongo --mongos), else an emulator of this test's own. */
 typedef struct mongos {
   char uri[256];
-  pid_t pid; /* 0: RESV_TEST_URI is a mongos itself */
-  int stdin_fd;
+  emu_t emu; /* emu.pid 0: RESV_TEST_URI is a mongos itself */
 } mongos_t;
 
 static void mongos_start(mongos_t *ms) {
   const char *uri = test_mongo_uri();
   resv_store_t *probe = test_open(uri);
   bool sharded = resv_store_is_sharded(probe);
-  int in[2], out[2];
-  size_t used = 0;
 
   resv_store_close(probe);
   memset(ms, 0, sizeof *ms);
@@ -156,38 +115,11 @@ static void mongos_start(mongos_t *ms) {
     snprintf(ms->uri, sizeof ms->uri, "%s", uri);
     return;
   }
-  ck_assert(pipe(in) == 0 && pipe(out) == 0);
-  ms->pid = fork();
-  ck_assert(ms->pid >= 0);
-  if (ms->pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-    execl("/usr/bin/python3", "python3", "emulator/run.py", "--mongos",
-          (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  while (used + 1 < sizeof ms->uri) {
-    ssize_t n = read(out[0], ms->uri + used, 1);
-    if (n <= 0 || ms->uri[used] == '\n')
-      break;
-    used++;
-  }
-  ms->uri[used] = '\0';
-  close(out[0]);
-  ms->stdin_fd = in[1];
-  ck_assert_msg(strncmp(ms->uri, "mongodb://", 10) == 0,
-                "the mongos emulator did not start: '%s'", ms->uri);
+  emu_start(&ms->emu, 0, true);
+  snprintf(ms->uri, sizeof ms->uri, "%s", ms->emu.uri);
 }
 
-static void mongos_stop(mongos_t *ms) {
-  if (ms->pid > 0) {
-    close(ms->stdin_fd); /* the emulator stops at end of stdin */
-    waitpid(ms->pid, NULL, 0);
-  }
-}
+static void mongos_stop(mongos_t *ms) { emu_stop(&ms->emu); }
 
 /* ---- tests ------------------------------------------------------------ */
 
@@ -261,16 +193,16 @@ START_TEST(test_nothing_is_created_before_a_types_first_call) {
   resv_store_t *s = test_open(uri);
   resv_type_t *t = test_fresh_type(s, "lazy");
   resv_answer_t a = {0};
-  raw_t r;
+  emu_raw_t r;
 
-  raw_open(&r, uri, resv_type_collection(t));
+  emu_raw_open(&r, uri, resv_type_collection(t));
   ck_assert(!raw_collection_exists(&r, resv_type_collection(t)));
   test_get(t, "nobody", &a);
   ck_assert_int_eq(a.status, RESV_ABSENT);
   ck_assert(raw_collection_exists(&r, resv_type_collection(t)));
-  ck_assert_int_eq(raw_count(&r, "{\"_id\": \"format\", \"format\": 1}"), 1);
-  ck_assert_int_eq(raw_count(&r, "{}"), 1);
-  raw_close(&r);
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\", \"format\": 1}"), 1);
+  ck_assert_int_eq(emu_raw_count(&r, "{}"), 1);
+  emu_raw_close(&r);
   resv_answer_clear(&a);
   resv_store_close(s);
 }
@@ -309,7 +241,7 @@ static void race(int nstores, int nthreads) {
   pthread_barrier_t start;
   char aggregate[64];
   int reserved = 0, conflicts = 0, winner = -1;
-  raw_t r;
+  emu_raw_t r;
 
   unique_name(aggregate, sizeof aggregate, "race");
   for (int i = 0; i < nstores; i++)
@@ -343,10 +275,10 @@ static void race(int nstores, int nthreads) {
       ck_assert(test_str_is(racers[i].answer.owner_id, racers[winner].owner));
     resv_answer_clear(&racers[i].answer);
   }
-  raw_open(&r, uri, resv_type_collection(racers[0].type));
-  ck_assert_int_eq(raw_count(&r, "{\"_id\": \"format\"}"), 1);
-  ck_assert_int_eq(raw_count(&r, "{}"), 2);
-  raw_close(&r);
+  emu_raw_open(&r, uri, resv_type_collection(racers[0].type));
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\"}"), 1);
+  ck_assert_int_eq(emu_raw_count(&r, "{}"), 2);
+  emu_raw_close(&r);
   pthread_barrier_destroy(&start);
   for (int i = 0; i < nstores; i++)
     resv_store_close(stores[i]);
@@ -447,12 +379,12 @@ START_TEST(test_other_format_is_refused_and_nothing_written) {
   resv_store_t *s = test_open(uri);
   char aggregate[64];
   resv_error_t err;
-  raw_t r;
+  emu_raw_t r;
 
   unique_name(aggregate, sizeof aggregate, "fmt");
   resv_type_t *t = named_type(s, aggregate);
-  raw_open(&r, uri, resv_type_collection(t));
-  raw_insert(&r, "{\"_id\": \"format\", \"format\": 2}");
+  emu_raw_open(&r, uri, resv_type_collection(t));
+  emu_raw_insert(&r, "{\"_id\": \"format\", \"format\": 2}");
 
   resv_request_t reqs[] = {
       {.op = RESV_OP_RESERVE, .key = test_key("email", "a"),
@@ -466,18 +398,18 @@ START_TEST(test_other_format_is_refused_and_nothing_written) {
                   reqs[i].op, resv_code_name(err.code), err.message);
     ck_assert_msg(strstr(err.message, "format 2"), "%s", err.message);
   }
-  ck_assert_int_eq(raw_count(&r, "{}"), 1);
-  ck_assert_int_eq(raw_count(&r, "{\"_id\": \"format\", \"format\": 2}"), 1);
+  ck_assert_int_eq(emu_raw_count(&r, "{}"), 1);
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\", \"format\": 2}"), 1);
 
   /* A record without a numeric format is refused too. */
   unique_name(aggregate, sizeof aggregate, "fmt");
   t = named_type(s, aggregate);
-  raw_close(&r);
-  raw_open(&r, uri, resv_type_collection(t));
-  raw_insert(&r, "{\"_id\": \"format\", \"format\": \"one\"}");
+  emu_raw_close(&r);
+  emu_raw_open(&r, uri, resv_type_collection(t));
+  emu_raw_insert(&r, "{\"_id\": \"format\", \"format\": \"one\"}");
   ck_assert(call_fails(t, &reqs[0], RESV_EFORMAT, &err));
-  ck_assert_int_eq(raw_count(&r, "{}"), 1);
-  raw_close(&r);
+  ck_assert_int_eq(emu_raw_count(&r, "{}"), 1);
+  emu_raw_close(&r);
   resv_store_close(s);
 }
 END_TEST
@@ -488,11 +420,11 @@ START_TEST(test_foreign_document_is_format_error) {
   resv_type_t *t = test_fresh_type(s, "foreign");
   resv_answer_t a = {0};
   resv_error_t err;
-  raw_t r;
+  emu_raw_t r;
 
   test_get(t, "x", &a); /* sets the collection up */
-  raw_open(&r, uri, resv_type_collection(t));
-  raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"odd\"},"
+  emu_raw_open(&r, uri, resv_type_collection(t));
+  emu_raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"odd\"},"
                  " \"tenant_id\": \"\", \"key\": \"odd\", \"who\": \"someone\"}");
   resv_request_t get = {.op = RESV_OP_GET, .key = test_key("email", "odd")};
   ck_assert(call_fails(t, &get, RESV_EFORMAT, &err));
@@ -501,19 +433,19 @@ START_TEST(test_foreign_document_is_format_error) {
                             .attempt = resv_cstr("x"), .ttl_ms = 100};
   ck_assert_msg(call_fails(t, &reserve, RESV_EFORMAT, &err), "%s: %s",
                 resv_code_name(err.code), err.message);
-  ck_assert_int_eq(raw_count(&r, "{\"who\": \"someone\"}"), 1);
+  ck_assert_int_eq(emu_raw_count(&r, "{\"who\": \"someone\"}"), 1);
 
   /* A document at the key's _id whose tenant_id is not the _id's: the
    * reserve's upsert meets its _id, and the duplicate-key path reads it
    * by _id and refuses it rather than retrying against it. */
-  raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"odd2\"},"
+  emu_raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"odd2\"},"
                  " \"tenant_id\": \"elsewhere\", \"key\": \"odd2\","
                  " \"owner\": {\"tenant_id\": \"\", \"id\": \"v\"},"
                  " \"expires_at\": null, \"version\": {\"$numberLong\": \"1\"}}");
   reserve.key = test_key("email", "odd2");
   ck_assert_msg(call_fails(t, &reserve, RESV_EFORMAT, &err), "%s: %s",
                 resv_code_name(err.code), err.message);
-  raw_close(&r);
+  emu_raw_close(&r);
   resv_answer_clear(&a);
   resv_store_close(s);
 }
@@ -574,7 +506,7 @@ END_TEST
 /* ---- sharded clusters -------------------------------------------------- */
 
 static bool shard_key_is(const char *uri, const char *ns, const char *json) {
-  raw_t r;
+  emu_raw_t r;
   bson_t *filter = BCON_NEW("_id", BCON_UTF8(ns));
   bson_t *want = json ? bson_new_from_json((const uint8_t *)json, -1, NULL) : NULL;
   mongoc_collection_t *config;
@@ -583,7 +515,7 @@ static bool shard_key_is(const char *uri, const char *ns, const char *json) {
   bson_iter_t it;
   bool same;
 
-  raw_open(&r, uri, "unused");
+  emu_raw_open(&r, uri, "unused");
   config = mongoc_client_get_collection(r.client, "config", "collections");
   cursor = mongoc_collection_find_with_opts(config, filter, NULL, NULL);
   if (!mongoc_cursor_next(cursor, &doc)) {
@@ -605,7 +537,7 @@ static bool shard_key_is(const char *uri, const char *ns, const char *json) {
   }
   mongoc_cursor_destroy(cursor);
   mongoc_collection_destroy(config);
-  raw_close(&r);
+  emu_raw_close(&r);
   bson_destroy(filter);
   if (want)
     bson_destroy(want);
@@ -651,10 +583,10 @@ START_TEST(test_mongos_collection_sharded_on_another_key_is_refused) {
   resv_error_t err;
   bson_error_t error;
   char ns[300];
-  raw_t r;
+  emu_raw_t r;
 
   snprintf(ns, sizeof ns, "resv.%s", resv_type_collection(t));
-  raw_open(&r, ms.uri, resv_type_collection(t));
+  emu_raw_open(&r, ms.uri, resv_type_collection(t));
   bson_t *cmd = BCON_NEW("shardCollection", BCON_UTF8(ns), "key", "{", "_id",
                          BCON_INT32(1), "}");
   ck_assert_msg(mongoc_client_command_simple(r.client, "admin", cmd, NULL, NULL,
@@ -667,8 +599,8 @@ START_TEST(test_mongos_collection_sharded_on_another_key_is_refused) {
   ck_assert_msg(call_fails(t, &req, RESV_EFORMAT, &err), "%s: %s",
                 resv_code_name(err.code), err.message);
   ck_assert_msg(strstr(err.message, "another key"), "%s", err.message);
-  ck_assert_int_eq(raw_count(&r, "{}"), 0);
-  raw_close(&r);
+  ck_assert_int_eq(emu_raw_count(&r, "{}"), 0);
+  emu_raw_close(&r);
   resv_store_close(s);
   mongos_stop(&ms);
 }
