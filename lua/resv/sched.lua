@@ -197,6 +197,19 @@ function _M.poll()
   return resumed, take_failures()
 end
 
+-- Appends the failures reported since the last call to the list all
+-- (made when the first arrives); returns the list.
+local function append_failures(all)
+  local failed = take_failures()
+  if failed ~= nil then
+    all = all or {}
+    for i = 1, #failed do
+      all[#all + 1] = failed[i]
+    end
+  end
+  return all
+end
+
 function _M.run()
   if _M.in_spawned() then
     error("resv.run: called from a spawned coroutine", 2)
@@ -204,13 +217,7 @@ function _M.run()
   local all
   while live > 0 do
     local resumed = resume_ready()
-    local failed = take_failures()
-    if failed ~= nil then
-      all = all or {}
-      for i = 1, #failed do
-        all[#all + 1] = failed[i]
-      end
-    end
+    all = append_failures(all)
     if live > 0 and resumed == 0 and ready[1] == nil then
       if inbox == nil then
         -- Nothing can wake the rest (they were resumed by other code and
@@ -220,13 +227,7 @@ function _M.run()
       resv_inbox_wait(inbox, -1)
     end
   end
-  local failed = take_failures()
-  if failed ~= nil then
-    all = all or {}
-    for i = 1, #failed do
-      all[#all + 1] = failed[i]
-    end
-  end
+  all = append_failures(all)
   if all ~= nil then
     return false, all
   end
