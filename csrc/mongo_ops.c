@@ -26,6 +26,7 @@
  * from the primary, release one delete. Every write's filter names _id,
  * tenant_id and key, so on a sharded cluster it routes to one shard. */
 #include "mongo_internal.h"
+#include "mongo_bson.h"
 
 #include <string.h>
 
@@ -33,112 +34,245 @@
  * turns out not to be a conflict (the key was freed in between). */
 #define UPSERT_TRIES 5
 
-/* The request's strings as NUL-terminated copies, for BCON. Validation
- * has ruled out NUL bytes, so a copy means the same string. */
-typedef struct strs {
-  char *t, *n, *k, *ot, *oid, *attempt;
-} strs_t;
+/* The documents are written with mongo_bson.h straight from the request's
+ * (pointer, length) strings: no NUL-terminated copies, no BCON (which
+ * parsed its varargs token by token and strlen'd every key: half of a
+ * reserve's client instructions, bench/README.md section 2), no libbson
+ * appends (a generic varargs path per element). The bytes are the ones
+ * BCON wrote, field for field. */
 
-static void strs_init(strs_t *s, const resv_request_t *r) {
-  s->t = bson_strndup(r->key.tenant.ptr ? r->key.tenant.ptr : "",
-                      r->key.tenant.len);
-  s->n = bson_strndup(r->key.ns.ptr ? r->key.ns.ptr : "", r->key.ns.len);
-  s->k = bson_strndup(r->key.key.ptr ? r->key.key.ptr : "", r->key.key.len);
-  s->ot = bson_strndup(r->owner.tenant.ptr ? r->owner.tenant.ptr : "",
-                       r->owner.tenant.len);
-  s->oid = bson_strndup(r->owner.id.ptr ? r->owner.id.ptr : "",
-                        r->owner.id.len);
-  s->attempt =
-      bson_strndup(r->attempt.ptr ? r->attempt.ptr : "", r->attempt.len);
+static void put_str(resv__bw_t *w, const char *key, size_t key_len,
+                    const resv_str_t *s) {
+  /* An empty string may come as (NULL, 0). */
+  resv__bw_utf8(w, key, key_len, s->ptr ? s->ptr : "", s->len);
 }
 
-static void strs_free(strs_t *s) {
-  bson_free(s->t);
-  bson_free(s->n);
-  bson_free(s->k);
-  bson_free(s->ot);
-  bson_free(s->oid);
-  bson_free(s->attempt);
+/* { $literal: <s> } */
+static void put_literal_str(resv__bw_t *w, const char *key, size_t key_len,
+                            const resv_str_t *s) {
+  size_t lit = resv__bw_doc(w, key, key_len);
+  put_str(w, K("$literal"), s);
+  resv__bw_end(w, lit);
 }
 
-/* BCON fragments. F(key) and the owner, as a query writes them: */
-#define F_KEY(s)                                                              \
-  "_id", "{", "t", BCON_UTF8((s)->t), "n", BCON_UTF8((s)->n), "k",            \
-      BCON_UTF8((s)->k), "}", "tenant_id", BCON_UTF8((s)->t), "key",          \
-      BCON_UTF8((s)->k)
-#define OWNER(s) "{", "tenant_id", BCON_UTF8((s)->ot), "id", BCON_UTF8((s)->oid), "}"
-/* ... and as a pipeline writes them, each value a $literal: */
-#define LIT(v) "{", "$literal", BCON_UTF8(v), "}"
-#define LIT_OWNER(s) "{", "$literal", OWNER(s), "}"
-#define HEAD(s)                                                               \
-  "_id", "{", "$literal", "{", "t", BCON_UTF8((s)->t), "n",                   \
-      BCON_UTF8((s)->n), "k", BCON_UTF8((s)->k), "}", "}", "tenant_id",       \
-      LIT((s)->t), "key", LIT((s)->k), "owner", LIT_OWNER(s)
-#define IS_OURS(s) "{", "$eq", "[", "$owner", LIT_OWNER(s), "]", "}"
-#define CONFIRMED_OURS(s)                                                     \
-  "{", "$and", "[", IS_OURS(s), "{", "$eq", "[", "$expires_at", BCON_NULL,    \
-      "]", "}", "]", "}"
-#define LIVE_OURS(s, now)                                                     \
-  "{", "$and", "[", IS_OURS(s), "{", "$gt", "[", "$expires_at",               \
-      BCON_INT64(now), "]", "}", "]", "}"
+/* { t, n, k }: the _id, fields in the format's order. */
+static void put_id(resv__bw_t *w, const char *key, size_t key_len,
+                   const resv_key_t *k) {
+  size_t id = resv__bw_doc(w, key, key_len);
+  put_str(w, K("t"), &k->tenant);
+  put_str(w, K("n"), &k->ns);
+  put_str(w, K("k"), &k->key);
+  resv__bw_end(w, id);
+}
 
-static bson_t *upsert_filter(const strs_t *s, int64_t now) {
-  return BCON_NEW(F_KEY(s), "$or", "[", "{", "owner", OWNER(s), "}", "{",
-                  "expires_at", "{", "$lte", BCON_INT64(now), "}", "}", "]");
+/* { tenant_id, id }: the owner, fields in the format's order. */
+static void put_owner(resv__bw_t *w, const char *key, size_t key_len,
+                      const resv_owner_t *o) {
+  size_t owner = resv__bw_doc(w, key, key_len);
+  put_str(w, K("tenant_id"), &o->tenant);
+  put_str(w, K("id"), &o->id);
+  resv__bw_end(w, owner);
+}
+
+/* { $literal: { tenant_id, id } } */
+static void put_literal_owner(resv__bw_t *w, const char *key, size_t key_len,
+                              const resv_owner_t *o) {
+  size_t lit = resv__bw_doc(w, key, key_len);
+  put_owner(w, K("$literal"), o);
+  resv__bw_end(w, lit);
+}
+
+/* F(key), as a query writes it: _id, tenant_id, key. */
+static void put_f_key(resv__bw_t *w, const resv_key_t *k) {
+  put_id(w, K("_id"), k);
+  put_str(w, K("tenant_id"), &k->tenant);
+  put_str(w, K("key"), &k->key);
+}
+
+/* The head of a written document, each value a $literal:
+ * _id, tenant_id, key, owner. */
+static void put_head(resv__bw_t *w, const resv_request_t *r) {
+  size_t lit = resv__bw_doc(w, K("_id"));
+  put_id(w, K("$literal"), &r->key);
+  resv__bw_end(w, lit);
+  put_literal_str(w, K("tenant_id"), &r->key.tenant);
+  put_literal_str(w, K("key"), &r->key.key);
+  put_literal_owner(w, K("owner"), &r->owner);
+}
+
+/* { $and: [ { $eq: ["$owner", {$literal: O}] }, { <op>: ["$expires_at", v] } ] }
+ * with v null and op $eq (confirmed by this owner) or v now and op $gt
+ * (live pending of this owner). */
+static void put_ours_and(resv__bw_t *w, const char *key, size_t key_len,
+                         const resv_owner_t *o, bool live, int64_t now) {
+  size_t cond = resv__bw_doc(w, key, key_len);
+  size_t and = resv__bw_array(w, K("$and"));
+  size_t eq = resv__bw_doc(w, K("0"));
+  size_t eq_args = resv__bw_array(w, K("$eq"));
+  resv__bw_utf8(w, K("0"), K("$owner"));
+  put_literal_owner(w, K("1"), o);
+  resv__bw_end(w, eq_args);
+  resv__bw_end(w, eq);
+  size_t test = resv__bw_doc(w, K("1"));
+  size_t test_args = live ? resv__bw_array(w, K("$gt"))
+                          : resv__bw_array(w, K("$eq"));
+  resv__bw_utf8(w, K("0"), K("$expires_at"));
+  if (live)
+    resv__bw_int64(w, K("1"), now);
+  else
+    resv__bw_null(w, K("1"));
+  resv__bw_end(w, test_args);
+  resv__bw_end(w, test);
+  resv__bw_end(w, and);
+  resv__bw_end(w, cond);
+}
+
+/* { $ifNull: ["$holds", []] } */
+static void put_holds_or_empty(resv__bw_t *w, const char *key,
+                               size_t key_len) {
+  size_t if_null = resv__bw_doc(w, key, key_len);
+  size_t args = resv__bw_array(w, K("$ifNull"));
+  resv__bw_utf8(w, K("0"), K("$holds"));
+  resv__bw_end(w, resv__bw_array(w, K("1")));
+  resv__bw_end(w, args);
+  resv__bw_end(w, if_null);
+}
+
+/* F(key) and $or [ { owner: O }, { expires_at: { $lte: now } } ]. */
+static void upsert_filter(resv__bw_t *w, const resv_request_t *r,
+                          int64_t now) {
+  put_f_key(w, &r->key);
+  size_t or = resv__bw_array(w, K("$or"));
+  size_t mine = resv__bw_doc(w, K("0"));
+  put_owner(w, K("owner"), &r->owner);
+  resv__bw_end(w, mine);
+  size_t expired = resv__bw_doc(w, K("1"));
+  size_t lte = resv__bw_doc(w, K("expires_at"));
+  resv__bw_int64(w, K("$lte"), now);
+  resv__bw_end(w, lte);
+  resv__bw_end(w, expired);
+  resv__bw_end(w, or);
 }
 
 /* reserve: keep our confirmed one; join our live pending one (add the
- * attempt unless there, expiry the later one); otherwise start afresh. */
-static bson_t *reserve_pipeline(const strs_t *s, int64_t now,
-                                int64_t expires) {
-  return BCON_NEW(
-      "0", "{", "$replaceWith", "{", "$cond", "{",
-        "if", CONFIRMED_OURS(s),
-        "then", BCON_UTF8("$$ROOT"),
-        "else", "{", "$cond", "{",
-          "if", LIVE_OURS(s, now),
-          "then", "{", HEAD(s),
-            "expires_at", "{", "$max", "[", "$expires_at", BCON_INT64(expires),
-              "]", "}",
-            "holds", "{", "$cond", "{",
-              "if", "{", "$in", "[", LIT(s->attempt),
-                "{", "$ifNull", "[", "$holds", "[", "]", "]", "}", "]", "}",
-              "then", "$holds",
-              "else", "{", "$concatArrays", "[",
-                "{", "$ifNull", "[", "$holds", "[", "]", "]", "}",
-                "[", LIT(s->attempt), "]", "]", "}",
-            "}", "}",
-          "}",
-          "else", "{", HEAD(s), "expires_at", BCON_INT64(expires),
-            "holds", "{", "$literal", "[", BCON_UTF8(s->attempt), "]", "}",
-          "}",
-        "}", "}",
-      "}", "}", "}");
+ * attempt unless there, expiry the later one); otherwise start afresh.
+ *
+ *   [ { $replaceWith: { $cond: {
+ *       if: CONFIRMED_OURS, then: "$$ROOT",
+ *       else: { $cond: {
+ *         if: LIVE_OURS,
+ *         then: { HEAD, expires_at: { $max: ["$expires_at", expires] },
+ *                 holds: { $cond: {
+ *                   if: { $in: [ {$literal: A}, {$ifNull: ["$holds", []]} ] },
+ *                   then: "$holds",
+ *                   else: { $concatArrays: [ {$ifNull: ["$holds", []]},
+ *                                            [ {$literal: A} ] ] } } } },
+ *         else: { HEAD, expires_at: expires, holds: { $literal: [A] } }
+ *   } } } } } ]
+ *
+ * The pipeline is a document whose keys are "0", "1", ... */
+static void reserve_pipeline(resv__bw_t *w, const resv_request_t *r,
+                             int64_t now, int64_t expires) {
+  size_t stage = resv__bw_doc(w, K("0"));
+  size_t replace = resv__bw_doc(w, K("$replaceWith"));
+  size_t cond = resv__bw_doc(w, K("$cond"));
+  put_ours_and(w, K("if"), &r->owner, false, 0);
+  resv__bw_utf8(w, K("then"), K("$$ROOT"));
+  size_t inner = resv__bw_doc(w, K("else"));
+  size_t inner_cond = resv__bw_doc(w, K("$cond"));
+  put_ours_and(w, K("if"), &r->owner, true, now);
+
+  /* then: join our live pending reservation. */
+  size_t joined = resv__bw_doc(w, K("then"));
+  put_head(w, r);
+  size_t max = resv__bw_doc(w, K("expires_at"));
+  size_t max_args = resv__bw_array(w, K("$max"));
+  resv__bw_utf8(w, K("0"), K("$expires_at"));
+  resv__bw_int64(w, K("1"), expires);
+  resv__bw_end(w, max_args);
+  resv__bw_end(w, max);
+  size_t holds = resv__bw_doc(w, K("holds"));
+  size_t holds_cond = resv__bw_doc(w, K("$cond"));
+  size_t in = resv__bw_doc(w, K("if"));
+  size_t in_args = resv__bw_array(w, K("$in"));
+  put_literal_str(w, K("0"), &r->attempt);
+  put_holds_or_empty(w, K("1"));
+  resv__bw_end(w, in_args);
+  resv__bw_end(w, in);
+  resv__bw_utf8(w, K("then"), K("$holds"));
+  size_t concat = resv__bw_doc(w, K("else"));
+  size_t concat_args = resv__bw_array(w, K("$concatArrays"));
+  put_holds_or_empty(w, K("0"));
+  size_t one = resv__bw_array(w, K("1"));
+  put_literal_str(w, K("0"), &r->attempt);
+  resv__bw_end(w, one);
+  resv__bw_end(w, concat_args);
+  resv__bw_end(w, concat);
+  resv__bw_end(w, holds_cond);
+  resv__bw_end(w, holds);
+  resv__bw_end(w, joined);
+
+  /* else: start afresh. */
+  size_t fresh = resv__bw_doc(w, K("else"));
+  put_head(w, r);
+  resv__bw_int64(w, K("expires_at"), expires);
+  size_t lit = resv__bw_doc(w, K("holds"));
+  size_t lit_holds = resv__bw_array(w, K("$literal"));
+  put_str(w, K("0"), &r->attempt);
+  resv__bw_end(w, lit_holds);
+  resv__bw_end(w, lit);
+  resv__bw_end(w, fresh);
+
+  resv__bw_end(w, inner_cond);
+  resv__bw_end(w, inner);
+  resv__bw_end(w, cond);
+  resv__bw_end(w, replace);
+  resv__bw_end(w, stage);
 }
 
 /* confirm: ours, confirmed, version the larger of the stored one (when it
- * was already our confirmed one) and the given one; no holds. */
-static bson_t *confirm_pipeline(const strs_t *s, int64_t now,
-                                int64_t version) {
-  (void)now;
-  return BCON_NEW(
-      "0", "{", "$replaceWith", "{", HEAD(s), "expires_at", BCON_NULL,
-        "version", "{", "$cond", "{",
-          "if", CONFIRMED_OURS(s),
-          "then", "{", "$max", "[", "$version", BCON_INT64(version), "]", "}",
-          "else", BCON_INT64(version),
-        "}", "}",
-      "}", "}");
+ * was already our confirmed one) and the given one; no holds.
+ *
+ *   [ { $replaceWith: { HEAD, expires_at: null,
+ *       version: { $cond: { if: CONFIRMED_OURS,
+ *                           then: { $max: ["$version", version] },
+ *                           else: version } } } } ] */
+static void confirm_pipeline(resv__bw_t *w, const resv_request_t *r,
+                             int64_t version) {
+  size_t stage = resv__bw_doc(w, K("0"));
+  size_t doc = resv__bw_doc(w, K("$replaceWith"));
+  put_head(w, r);
+  resv__bw_null(w, K("expires_at"));
+  size_t v = resv__bw_doc(w, K("version"));
+  size_t cond = resv__bw_doc(w, K("$cond"));
+  put_ours_and(w, K("if"), &r->owner, false, 0);
+  size_t max = resv__bw_doc(w, K("then"));
+  size_t max_args = resv__bw_array(w, K("$max"));
+  resv__bw_utf8(w, K("0"), K("$version"));
+  resv__bw_int64(w, K("1"), version);
+  resv__bw_end(w, max_args);
+  resv__bw_end(w, max);
+  resv__bw_int64(w, K("else"), version);
+  resv__bw_end(w, cond);
+  resv__bw_end(w, v);
+  resv__bw_end(w, doc);
+  resv__bw_end(w, stage);
 }
 
 bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
                           const bson_t *filter, bson_t *out, bool *found,
                           bson_error_t *error) {
-  bson_t *opts = BCON_NEW("limit", BCON_INT64(1), "singleBatch", BCON_BOOL(true));
-  mongoc_cursor_t *cursor =
-      mongoc_collection_find_with_opts(coll, filter, opts, m->primary);
+  resv__bw_t w;
+  bson_t opts;
+  mongoc_cursor_t *cursor;
   const bson_t *doc;
   bool ok;
+
+  resv__bw_init(&w);
+  resv__bw_int64(&w, K("limit"), 1);
+  resv__bw_bool(&w, K("singleBatch"), true);
+  resv__bw_finish(&w, &opts);
+  cursor = mongoc_collection_find_with_opts(coll, filter, &opts, m->primary);
 
   *found = mongoc_cursor_next(cursor, &doc);
   if (*found)
@@ -147,7 +281,7 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
     bson_init(out);
   ok = !mongoc_cursor_error(cursor, error);
   mongoc_cursor_destroy(cursor);
-  bson_destroy(opts);
+  resv__bw_free(&w);
   return ok;
 }
 
@@ -157,17 +291,22 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
  * occupies the _id is seen, and a document that is not a reservation of
  * this layout answers RESV_EFORMAT instead of being retried against. */
 static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
-                     const strs_t *s, bool by_id_only, int64_t deadline,
+                     const resv_key_t *k, bool by_id_only, int64_t deadline,
                      bson_t *raw, resv__mongo_doc_t *doc, bool *found,
                      resv_error_t *err) {
-  bson_t *filter =
-      by_id_only ? BCON_NEW("_id", "{", "t", BCON_UTF8(s->t), "n",
-                            BCON_UTF8(s->n), "k", BCON_UTF8(s->k), "}")
-                 : BCON_NEW(F_KEY(s));
+  resv__bw_t w;
+  bson_t filter;
   bson_error_t error;
-  bool ok = resv__mongo_find_one(m, coll, filter, raw, found, &error);
+  bool ok;
 
-  bson_destroy(filter);
+  resv__bw_init(&w);
+  if (by_id_only)
+    put_id(&w, K("_id"), k);
+  else
+    put_f_key(&w, k);
+  resv__bw_finish(&w, &filter);
+  ok = resv__mongo_find_one(m, coll, &filter, raw, found, &error);
+  resv__bw_free(&w);
   if (!ok)
     return resv__mongo_fail(m, err, &error, deadline, "read reservation");
   return !*found || resv__mongo_decode(raw, doc, err);
@@ -201,17 +340,21 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
                    resv_answer_t *answer, resv_error_t *err) {
   const char *what = r->op == RESV_OP_RESERVE ? "reserve" : "confirm";
   mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
-  bson_t *filter, *pipeline;
+  resv__bw_t fw, pw;
+  bson_t filter, pipeline;
   bson_error_t error;
   bool ok = false;
-  strs_t s;
 
-  strs_init(&s, r);
-  filter = upsert_filter(&s, now);
-  pipeline = r->op == RESV_OP_RESERVE
-                 ? reserve_pipeline(&s, now, now + r->ttl_ms)
-                 : confirm_pipeline(&s, now, r->version);
-  mongoc_find_and_modify_opts_set_update(opts, pipeline);
+  resv__bw_init(&fw);
+  upsert_filter(&fw, r, now);
+  resv__bw_finish(&fw, &filter);
+  resv__bw_init(&pw);
+  if (r->op == RESV_OP_RESERVE)
+    reserve_pipeline(&pw, r, now, now + r->ttl_ms);
+  else
+    confirm_pipeline(&pw, r, r->version);
+  resv__bw_finish(&pw, &pipeline);
+  mongoc_find_and_modify_opts_set_update(opts, &pipeline);
   mongoc_find_and_modify_opts_set_flags(
       opts, MONGOC_FIND_AND_MODIFY_UPSERT | MONGOC_FIND_AND_MODIFY_RETURN_NEW);
 
@@ -221,7 +364,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     resv__mongo_doc_t held;
     bool found;
 
-    if (mongoc_collection_find_and_modify_with_opts(coll, filter, opts,
+    if (mongoc_collection_find_and_modify_with_opts(coll, &filter, opts,
                                                     &reply, &error)) {
       if (bson_iter_init_find(&it, &reply, "value") &&
           BSON_ITER_HOLDS_DOCUMENT(&it)) {
@@ -245,7 +388,8 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
       break;
     }
     /* Someone else's document stood in the way. Whose? */
-    if (!read_key(m, coll, &s, true, deadline, &raw, &held, &found, err)) {
+    if (!read_key(m, coll, &r->key, true, deadline, &raw, &held, &found,
+                  err)) {
       bson_destroy(&raw);
       break;
     }
@@ -272,9 +416,8 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     }
   }
   mongoc_find_and_modify_opts_destroy(opts);
-  bson_destroy(pipeline);
-  bson_destroy(filter);
-  strs_free(&s);
+  resv__bw_free(&pw);
+  resv__bw_free(&fw);
   return ok;
 }
 
@@ -290,23 +433,42 @@ static int64_t reply_count(const bson_t *reply, const char *field) {
 static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
                     resv_answer_t *answer, resv_error_t *err) {
-  bson_t *filter, *update, *gone, reply;
+  resv__bw_t fw, uw, gw;
+  bson_t filter, update, gone, reply;
   bson_error_t error;
   int64_t matched = 0, deleted = 0;
+  size_t doc;
   bool ok;
-  strs_t s;
 
-  strs_init(&s, r);
-  filter = BCON_NEW(F_KEY(&s), "owner", OWNER(&s));
-  update = BCON_NEW("$pull", "{", "holds", BCON_UTF8(s.attempt), "}");
-  gone = BCON_NEW(F_KEY(&s), "owner", OWNER(&s), "expires_at", "{", "$ne",
-                  BCON_NULL, "}", "holds", "{", "$size", BCON_INT32(0), "}");
-  ok = mongoc_collection_update_one(coll, filter, update, NULL, &reply, &error);
+  /* F(key), owner: O */
+  resv__bw_init(&fw);
+  put_f_key(&fw, &r->key);
+  put_owner(&fw, K("owner"), &r->owner);
+  resv__bw_finish(&fw, &filter);
+  /* { $pull: { holds: A } } */
+  resv__bw_init(&uw);
+  doc = resv__bw_doc(&uw, K("$pull"));
+  put_str(&uw, K("holds"), &r->attempt);
+  resv__bw_end(&uw, doc);
+  resv__bw_finish(&uw, &update);
+  /* F(key), owner: O, expires_at: { $ne: null }, holds: { $size: 0 } */
+  resv__bw_init(&gw);
+  put_f_key(&gw, &r->key);
+  put_owner(&gw, K("owner"), &r->owner);
+  doc = resv__bw_doc(&gw, K("expires_at"));
+  resv__bw_null(&gw, K("$ne"));
+  resv__bw_end(&gw, doc);
+  doc = resv__bw_doc(&gw, K("holds"));
+  resv__bw_int32(&gw, K("$size"), 0);
+  resv__bw_end(&gw, doc);
+  resv__bw_finish(&gw, &gone);
+  ok = mongoc_collection_update_one(coll, &filter, &update, NULL, &reply,
+                                    &error);
   if (ok)
     matched = reply_count(&reply, "matchedCount");
   bson_destroy(&reply);
   if (ok) {
-    ok = mongoc_collection_delete_one(coll, gone, NULL, &reply, &error);
+    ok = mongoc_collection_delete_one(coll, &gone, NULL, &reply, &error);
     if (ok)
       deleted = reply_count(&reply, "deletedCount");
     bson_destroy(&reply);
@@ -319,10 +481,9 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                              : matched ? RESV_KEPT
                                        : RESV_ABSENT,
                              err);
-  bson_destroy(gone);
-  bson_destroy(update);
-  bson_destroy(filter);
-  strs_free(&s);
+  resv__bw_free(&gw);
+  resv__bw_free(&uw);
+  resv__bw_free(&fw);
   return ok;
 }
 
@@ -330,14 +491,16 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
 static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
                     resv_answer_t *answer, resv_error_t *err) {
-  bson_t *filter, reply;
+  resv__bw_t w;
+  bson_t filter, reply;
   bson_error_t error;
   bool ok;
-  strs_t s;
 
-  strs_init(&s, r);
-  filter = BCON_NEW(F_KEY(&s), "owner", OWNER(&s));
-  ok = mongoc_collection_delete_one(coll, filter, NULL, &reply, &error);
+  resv__bw_init(&w);
+  put_f_key(&w, &r->key);
+  put_owner(&w, K("owner"), &r->owner);
+  resv__bw_finish(&w, &filter);
+  ok = mongoc_collection_delete_one(coll, &filter, NULL, &reply, &error);
   if (!ok)
     ok = resv__mongo_fail(m, err, &error, deadline, "release");
   else
@@ -347,8 +510,7 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
                                  : RESV_ABSENT,
                              err);
   bson_destroy(&reply);
-  bson_destroy(filter);
-  strs_free(&s);
+  resv__bw_free(&w);
   return ok;
 }
 
@@ -358,10 +520,8 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__mongo_doc_t d;
   bson_t raw;
   bool ok, found;
-  strs_t s;
 
-  strs_init(&s, r);
-  ok = read_key(m, coll, &s, false, deadline, &raw, &d, &found, err);
+  ok = read_key(m, coll, &r->key, false, deadline, &raw, &d, &found, err);
   if (ok && !found) {
     ok = resv__answer_status(answer, RESV_ABSENT, err);
   } else if (ok) {
@@ -372,7 +532,6 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
     resv__mongo_doc_free(&d);
   }
   bson_destroy(&raw);
-  strs_free(&s);
   return ok;
 }
 
