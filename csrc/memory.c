@@ -4,7 +4,9 @@
  * split into stripes by the key's hash, each stripe a chained hash table
  * under its own mutex. A call hashes its key, locks one stripe, does O(1)
  * work and copies its answer out; no lock is held across anything slow and
- * calls on different keys rarely meet.
+ * calls on different keys rarely meet. An entry is one allocation holding
+ * its key, owner and holds, so a new key costs one malloc (there were four:
+ * entry, owner, holds array, each hold's bytes).
  *
  * The rules are SPEC section 5 read as the MongoDB store executes them, so
  * both give the same answers for the same calls and clock: a reserve or a
@@ -22,22 +24,22 @@
 #define STRIPES 64 /* a power of two */
 #define INITIAL_BUCKETS 16
 
+/* An entry is one allocation: the header, then its bytes in data_: the
+ * key (tenant, namespace, key), the owner (tenant, id), then each hold as
+ * a 4-byte length and its bytes. A new key costs one malloc; a join that
+ * outgrows the entry reallocs it (and relinks it through its slot). */
 typedef struct entry {
   struct entry *next; /* bucket chain */
   uint64_t hash;
-  char *owner; /* owner tenant bytes, then owner id bytes */
-  size_t owner_tenant_len;
-  size_t owner_id_len;
-  bool confirmed;
   int64_t expires_at; /* pending only */
   int64_t version;    /* confirmed only */
-  resv_str_t *holds;  /* each hold's bytes are malloc'd */
-  size_t nholds;
-  size_t holds_cap;
-  size_t tenant_len; /* the key: tenant, namespace, key bytes in key_[] */
-  size_t ns_len;
-  size_t key_len;
-  char key_[];
+  bool confirmed;
+  uint32_t tenant_len, ns_len, key_len; /* the key, at data_ */
+  uint32_t owner_tenant_len, owner_id_len; /* the owner, after the key */
+  uint32_t nholds;    /* holds, after the owner */
+  size_t used;        /* bytes of data_ in use */
+  size_t cap;         /* bytes of data_ allocated */
+  char data_[];
 } entry_t;
 
 typedef struct stripe {
@@ -79,76 +81,177 @@ static bool same_bytes(const char *a, size_t alen, const resv_str_t *b) {
   return alen == b->len && (alen == 0 || memcmp(a, b->ptr, alen) == 0);
 }
 
+static size_t key_size(const entry_t *e) {
+  return (size_t)e->tenant_len + e->ns_len + e->key_len;
+}
+
+static const char *owner_bytes(const entry_t *e) { return e->data_ + key_size(e); }
+
+/* Where the holds start in data_. */
+static size_t holds_start(const entry_t *e) {
+  return key_size(e) + e->owner_tenant_len + e->owner_id_len;
+}
+
 static bool entry_is(const entry_t *e, uint64_t hash, const resv_key_t *k) {
-  return e->hash == hash && same_bytes(e->key_, e->tenant_len, &k->tenant) &&
-         same_bytes(e->key_ + e->tenant_len, e->ns_len, &k->ns) &&
-         same_bytes(e->key_ + e->tenant_len + e->ns_len, e->key_len, &k->key);
+  return e->hash == hash && same_bytes(e->data_, e->tenant_len, &k->tenant) &&
+         same_bytes(e->data_ + e->tenant_len, e->ns_len, &k->ns) &&
+         same_bytes(e->data_ + e->tenant_len + e->ns_len, e->key_len, &k->key);
 }
 
 static bool owned_by(const entry_t *e, const resv_owner_t *o) {
-  return same_bytes(e->owner, e->owner_tenant_len, &o->tenant) &&
-         same_bytes(e->owner + e->owner_tenant_len, e->owner_id_len, &o->id);
+  const char *owner = owner_bytes(e);
+  return same_bytes(owner, e->owner_tenant_len, &o->tenant) &&
+         same_bytes(owner + e->owner_tenant_len, e->owner_id_len, &o->id);
 }
 
 /* ---- entries -------------------------------------------------------- */
 
+/* A hold in data_: a 4-byte length (host order) and the bytes. */
+#define HOLD_HEADER sizeof(uint32_t)
+
+static size_t hold_size(const resv_str_t *attempt) {
+  return HOLD_HEADER + attempt->len;
+}
+
+/* Reads the hold at offset *at of data_ into *out and steps past it. */
+static void next_hold(const entry_t *e, size_t *at, resv_str_t *out) {
+  uint32_t len;
+  memcpy(&len, e->data_ + *at, sizeof len);
+  out->ptr = e->data_ + *at + HOLD_HEADER;
+  out->len = len;
+  *at += HOLD_HEADER + len;
+}
+
+static void put_bytes(entry_t *e, const char *p, size_t n) {
+  if (n) memcpy(e->data_ + e->used, p, n);
+  e->used += n;
+}
+
+static void put_hold(entry_t *e, const resv_str_t *attempt) {
+  uint32_t len = (uint32_t)attempt->len;
+  memcpy(e->data_ + e->used, &len, sizeof len);
+  e->used += sizeof len;
+  put_bytes(e, attempt->ptr, attempt->len);
+  e->nholds++;
+}
+
+/* Room for a little growth, so that a second attempt joining usually
+ * fits without a realloc. */
+#define ENTRY_SLACK 24
+
+/* Makes an entry for key, owned by owner, held by attempt (NULL: none). */
+static entry_t *new_entry(uint64_t hash, const resv_key_t *k,
+                          const resv_owner_t *o, const resv_str_t *attempt,
+                          resv_error_t *err) {
+  size_t need = k->tenant.len + k->ns.len + k->key.len + o->tenant.len +
+                o->id.len + (attempt ? hold_size(attempt) : 0);
+  size_t cap = need + ENTRY_SLACK;
+  entry_t *e = malloc(sizeof *e + cap);
+  if (!e) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a reservation");
+    return NULL;
+  }
+  e->next = NULL;
+  e->hash = hash;
+  e->expires_at = 0;
+  e->version = 0;
+  e->confirmed = false;
+  e->tenant_len = (uint32_t)k->tenant.len;
+  e->ns_len = (uint32_t)k->ns.len;
+  e->key_len = (uint32_t)k->key.len;
+  e->owner_tenant_len = (uint32_t)o->tenant.len;
+  e->owner_id_len = (uint32_t)o->id.len;
+  e->nholds = 0;
+  e->used = 0;
+  e->cap = cap;
+  put_bytes(e, k->tenant.ptr, k->tenant.len);
+  put_bytes(e, k->ns.ptr, k->ns.len);
+  put_bytes(e, k->key.ptr, k->key.len);
+  put_bytes(e, o->tenant.ptr, o->tenant.len);
+  put_bytes(e, o->id.ptr, o->id.len);
+  if (attempt) put_hold(e, attempt);
+  return e;
+}
+
+/* Makes room for `more` bytes in the entry at *slot, moving it if it must
+ * (the slot is updated; the chain's link is in the entry and moves with
+ * it). Returns the entry, or NULL (entry unchanged) without memory. */
+static entry_t *make_room(entry_t **slot, size_t more, resv_error_t *err) {
+  entry_t *e = *slot;
+  if (e->used + more <= e->cap) return e;
+  size_t cap = e->cap * 2 > e->used + more ? e->cap * 2 : e->used + more;
+  e = realloc(e, sizeof *e + cap);
+  if (!e) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a hold");
+    return NULL;
+  }
+  e->cap = cap;
+  *slot = e;
+  return e;
+}
+
 static void clear_holds(entry_t *e) {
-  for (size_t i = 0; i < e->nholds; i++) free((void *)e->holds[i].ptr);
+  e->used = holds_start(e);
   e->nholds = 0;
 }
 
-static void free_entry(entry_t *e) {
-  clear_holds(e);
-  free(e->holds);
-  free(e->owner);
-  free(e);
-}
-
-static bool set_owner(entry_t *e, const resv_owner_t *o, resv_error_t *err) {
-  char *owner = malloc(o->tenant.len + o->id.len + 1);
-  if (!owner) return resv__fail(err, RESV_ENOMEM, "out of memory for an owner");
-  if (o->tenant.len) memcpy(owner, o->tenant.ptr, o->tenant.len);
-  if (o->id.len) memcpy(owner + o->tenant.len, o->id.ptr, o->id.len);
-  free(e->owner);
-  e->owner = owner;
-  e->owner_tenant_len = o->tenant.len;
-  e->owner_id_len = o->id.len;
-  return true;
-}
-
 static bool has_hold(const entry_t *e, const resv_str_t *attempt) {
-  for (size_t i = 0; i < e->nholds; i++)
-    if (same_bytes(e->holds[i].ptr, e->holds[i].len, attempt)) return true;
+  size_t at = holds_start(e);
+  resv_str_t h;
+  for (uint32_t i = 0; i < e->nholds; i++) {
+    next_hold(e, &at, &h);
+    if (same_bytes(h.ptr, h.len, attempt)) return true;
+  }
   return false;
 }
 
-static bool add_hold(entry_t *e, const resv_str_t *attempt, resv_error_t *err) {
-  if (has_hold(e, attempt)) return true;
-  if (e->nholds == e->holds_cap) {
-    size_t cap = e->holds_cap ? e->holds_cap * 2 : 2;
-    resv_str_t *holds = realloc(e->holds, cap * sizeof *holds);
-    if (!holds) return resv__fail(err, RESV_ENOMEM, "out of memory for a hold");
-    e->holds = holds;
-    e->holds_cap = cap;
-  }
-  char *copy = malloc(attempt->len ? attempt->len : 1);
-  if (!copy) return resv__fail(err, RESV_ENOMEM, "out of memory for a hold");
-  memcpy(copy, attempt->ptr, attempt->len);
-  e->holds[e->nholds].ptr = copy;
-  e->holds[e->nholds].len = attempt->len;
-  e->nholds++;
-  return true;
+/* Adds attempt to the holds of the entry at *slot unless it is there. */
+static entry_t *add_hold(entry_t **slot, const resv_str_t *attempt,
+                         resv_error_t *err) {
+  entry_t *e = *slot;
+  if (has_hold(e, attempt)) return e;
+  if (!(e = make_room(slot, hold_size(attempt), err))) return NULL;
+  put_hold(e, attempt);
+  return e;
 }
 
 static void pull_hold(entry_t *e, const resv_str_t *attempt) {
-  for (size_t i = 0; i < e->nholds; i++) {
-    if (same_bytes(e->holds[i].ptr, e->holds[i].len, attempt)) {
-      free((void *)e->holds[i].ptr);
-      memmove(&e->holds[i], &e->holds[i + 1], (e->nholds - i - 1) * sizeof *e->holds);
+  size_t at = holds_start(e);
+  resv_str_t h;
+  for (uint32_t i = 0; i < e->nholds; i++) {
+    size_t here = at;
+    next_hold(e, &at, &h);
+    if (same_bytes(h.ptr, h.len, attempt)) {
+      memmove(e->data_ + here, e->data_ + at, e->used - at);
+      e->used -= at - here;
       e->nholds--;
       return;
     }
   }
+}
+
+/* Gives the entry at *slot to owner, without holds, with room for `extra`
+ * more bytes (a first hold). Returns the entry (maybe moved), or NULL
+ * without memory, the entry then unchanged. */
+static entry_t *set_owner(entry_t **slot, const resv_owner_t *o, size_t extra,
+                          resv_error_t *err) {
+  entry_t *e = *slot;
+  size_t start = key_size(e), size = o->tenant.len + o->id.len;
+  if (start + size + extra > e->cap) {
+    size_t used = e->used;
+    e->used = start; /* nothing after the key needs keeping */
+    if (!(e = make_room(slot, size + extra, err))) {
+      (*slot)->used = used;
+      return NULL;
+    }
+  }
+  e->used = start;
+  e->nholds = 0;
+  e->owner_tenant_len = (uint32_t)o->tenant.len;
+  e->owner_id_len = (uint32_t)o->id.len;
+  put_bytes(e, o->tenant.ptr, o->tenant.len);
+  put_bytes(e, o->id.ptr, o->id.len);
+  return e;
 }
 
 /* ---- stripes -------------------------------------------------------- */
@@ -178,43 +281,43 @@ static void grow(stripe_t *s) {
   s->nbuckets = n;
 }
 
-static entry_t *insert(stripe_t *s, entry_t **slot, uint64_t hash,
-                       const resv_key_t *k, resv_error_t *err) {
-  entry_t *e = calloc(1, sizeof *e + k->tenant.len + k->ns.len + k->key.len);
-  if (!e) {
-    resv__fail(err, RESV_ENOMEM, "out of memory for a reservation");
-    return NULL;
-  }
-  e->hash = hash;
-  e->tenant_len = k->tenant.len;
-  e->ns_len = k->ns.len;
-  e->key_len = k->key.len;
-  memcpy(e->key_, k->tenant.ptr, k->tenant.len);
-  memcpy(e->key_ + k->tenant.len, k->ns.ptr, k->ns.len);
-  memcpy(e->key_ + k->tenant.len + k->ns.len, k->key.ptr, k->key.len);
+/* Links the new entry e at slot (the end of its chain). The stripe may
+ * grow, which moves the chains: slot is stale afterwards. */
+static void link_new(stripe_t *s, entry_t **slot, entry_t *e) {
   *slot = e;
   if (++s->count > s->nbuckets) grow(s);
-  return e;
 }
 
 static void unlink_entry(stripe_t *s, entry_t **slot) {
   entry_t *e = *slot;
   *slot = e->next;
   s->count--;
-  free_entry(e);
+  free(e);
 }
 
 /* ---- answers -------------------------------------------------------- */
 
+/* Holds copied into an answer without a heap array up to this many. */
+#define ANSWER_HOLDS_ON_STACK 16
+
 static bool answer_entry(resv_answer_t *a, int32_t status, const entry_t *e,
                          bool with_holds, resv_error_t *err) {
-  resv_str_t tenant = {e->owner, e->owner_tenant_len};
-  resv_str_t id = {e->owner + e->owner_tenant_len, e->owner_id_len};
-  return resv__answer_set(a, status,
-                          e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING,
-                          e->confirmed ? 0 : e->expires_at,
-                          e->confirmed ? e->version : 0, &tenant, &id,
-                          with_holds ? e->holds : NULL, with_holds ? e->nholds : 0, err);
+  const char *owner = owner_bytes(e);
+  resv_str_t tenant = {owner, e->owner_tenant_len};
+  resv_str_t id = {owner + e->owner_tenant_len, e->owner_id_len};
+  resv_str_t on_stack[ANSWER_HOLDS_ON_STACK], *holds = on_stack;
+  size_t nholds = with_holds ? e->nholds : 0;
+  if (nholds > ANSWER_HOLDS_ON_STACK && !(holds = malloc(nholds * sizeof *holds)))
+    return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
+  size_t at = holds_start(e);
+  for (size_t i = 0; i < nholds; i++) next_hold(e, &at, &holds[i]);
+  bool ok = resv__answer_set(a, status,
+                             e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING,
+                             e->confirmed ? 0 : e->expires_at,
+                             e->confirmed ? e->version : 0, &tenant, &id,
+                             nholds ? holds : NULL, nholds, err);
+  if (holds != on_stack) free(holds);
+  return ok;
 }
 
 /* A reservation another owner holds: confirmed, or pending and live. */
@@ -233,23 +336,22 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
   if (e && e->confirmed) /* ours: kept exactly as it is */
     return answer_entry(a, RESV_CONFIRMED, e, false, err);
   if (e && e->expires_at > now) { /* our live pending one: join it */
-    if (!add_hold(e, &r->attempt, err)) return false;
+    if (!(e = add_hold(slot, &r->attempt, err))) return false;
     if (now + r->ttl_ms > e->expires_at) e->expires_at = now + r->ttl_ms;
     return answer_entry(a, RESV_RESERVED, e, true, err);
   }
   /* A new key, or an expired pending reservation of anyone: start afresh. */
-  bool created = !e;
-  if (created && !(e = insert(s, slot, hash, &r->key, err))) return false;
-  if (!set_owner(e, &r->owner, err)) goto fail;
-  clear_holds(e);
-  if (!add_hold(e, &r->attempt, err)) goto fail;
+  if (!e) {
+    if (!(e = new_entry(hash, &r->key, &r->owner, &r->attempt, err))) return false;
+    link_new(s, slot, e);
+  } else {
+    if (!(e = set_owner(slot, &r->owner, hold_size(&r->attempt), err))) return false;
+    put_hold(e, &r->attempt);
+  }
   e->confirmed = false;
   e->version = 0;
   e->expires_at = now + r->ttl_ms;
   return answer_entry(a, RESV_RESERVED, e, true, err);
-fail:
-  if (created) unlink_entry(s, slot);
-  return false;
 }
 
 static bool do_confirm(stripe_t *s, entry_t **slot, uint64_t hash,
@@ -260,13 +362,14 @@ static bool do_confirm(stripe_t *s, entry_t **slot, uint64_t hash,
     return answer_entry(a, RESV_CONFLICT, e, false, err);
   int64_t version = r->version;
   if (e && e->confirmed && e->version > version) version = e->version;
-  bool created = !e;
-  if (created && !(e = insert(s, slot, hash, &r->key, err))) return false;
-  if (!owned_by(e, &r->owner) && !set_owner(e, &r->owner, err)) {
-    if (created) unlink_entry(s, slot);
-    return false;
+  if (!e) {
+    if (!(e = new_entry(hash, &r->key, &r->owner, NULL, err))) return false;
+    link_new(s, slot, e);
+  } else if (!owned_by(e, &r->owner)) {
+    if (!(e = set_owner(slot, &r->owner, 0, err))) return false;
+  } else {
+    clear_holds(e);
   }
-  clear_holds(e);
   e->confirmed = true;
   e->expires_at = 0;
   e->version = version;
@@ -329,7 +432,7 @@ static void memory_type_free(void *backend, resv_type_t *type) {
       entry_t *e = s->buckets[b];
       while (e) {
         entry_t *next = e->next;
-        free_entry(e);
+        free(e);
         e = next;
       }
     }
