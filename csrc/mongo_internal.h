@@ -24,6 +24,11 @@ typedef struct resv__mongo {
   char *secret;    /* the URI's password (decoded), scrubbed from errors */
   char *secret_raw; /* the same as written in the URI (percent-encoded) */
   char hosts[256]; /* "host:port,host:port" for describe */
+  /* Each dispatcher thread's client and last collection handle
+   * (mongo_store.c), kept between jobs; the key's destructor gives the
+   * client back to the pool when the thread ends. */
+  pthread_key_t worker_key;
+  bool has_worker_key;
 } resv__mongo_t;
 
 /* ---- Errors (mongo_error.c) ------------------------------------------ */
