@@ -65,8 +65,11 @@ resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
 void resv__job_finish(resv_job_t *job) {
   pthread_mutex_lock(&job->mutex);
   atomic_store_explicit(&job->done, true, memory_order_release);
-  pthread_cond_broadcast(&job->cond);
   pthread_mutex_unlock(&job->mutex);
+  /* Broadcast after the unlock, so a woken waiter does not run straight
+   * into the mutex we hold and sleep again on it. The job stays alive:
+   * whoever finishes it holds a reference. */
+  pthread_cond_broadcast(&job->cond);
   if (job->inbox) resv__inbox_push(job->inbox, job);
 }
 

@@ -104,8 +104,10 @@ bool resv__pool_submit(resv__pool_t *pool, resv_job_t *job, resv_error_t *err) {
   if (pool->tail) pool->tail->next = job; else pool->head = job;
   pool->tail = job;
   pool->queued++;
-  pthread_cond_signal(&pool->cond);
   pthread_mutex_unlock(&pool->mutex);
+  /* Signalled after the unlock, so the woken worker does not run straight
+   * into the mutex we hold and sleep again on it. */
+  pthread_cond_signal(&pool->cond);
   return true;
 }
 
