@@ -33,11 +33,9 @@ echo "== 4. memory store in nginx vs ngx.shared.DICT:add ($keys keys x $rounds r
 printf '  %-52s %8s %10s %6s\n' "operation" "ns/op" "ops/s" "ratio"
 row "dict:add, new keys (baseline)" dict_new_ns 1
 row "users:reserve, new keys" resv_new_ns "$(fig resv_new_ratio)"
-row "  same, resv_call path (proposed resv.lua change)" inline_new_ns "$(fig inline_new_ratio)"
 row "  floor: raw FFI resv_call, no checks, no table" raw_new_ns "$(fig raw_new_ratio)"
 row "dict:add, existing keys (baseline)" dict_conflict_ns 1
 row "users:reserve, held keys (conflict)" resv_conflict_ns "$(fig resv_conflict_ratio)"
-row "  same, resv_call path (proposed resv.lua change)" inline_conflict_ns "$(fig inline_conflict_ratio)"
 row "  floor: raw FFI resv_call, no checks, no table" raw_conflict_ns "$(fig raw_conflict_ratio)"
 awk -v a="$(fig resv_new_ratio)" -v b="$(fig resv_conflict_ratio)" 'BEGIN {
   printf "  goal >= 1.5x the shared dict: %s (reserve %.2fx, conflict %.2fx)\n",

@@ -8,24 +8,16 @@
 --   dict add, existing keys   dict:add(key, other owner)  -> false, "exists"
 --   resv reserve, held keys   users:reserve(key, other)   -> "conflict"
 -- timed with clock_gettime(CLOCK_MONOTONIC) through the FFI (ngx.now has
--- millisecond steps). The keys are the same strings for both. It answers
+-- millisecond steps). users:reserve is what lua/resv.lua ships: on the
+-- memory store (which answers inline) it calls resv_call into the module's
+-- reused answer buffer, never a job, even in this yieldable phase. A third
+-- pass, the floor, calls resv_call through the FFI with no argument checks
+-- and no answer table. The keys are the same strings for both. It answers
 -- one "figure <name> <ns per op>" line per measurement (medians over the
 -- rounds) and the resv/dict throughput ratios.
 local ffi = require "ffi"
 local resv = require "resv"
 
--- A second copy of the module whose calls never take the job path: its
--- resv.ngx says "not in a yieldable phase", so every call is resv_call
--- into the module's reused answer buffer. That is what lua/resv.lua would
--- do if it asked resv_store_runs_inline() before submitting; measured here
--- as the "after" of that proposed change. (resv.ffi stays shared.)
-package.loaded["resv"] = nil
-package.loaded["resv.ngx"] = nil
-package.loaded["resv.sched"] = nil
-local wait = require "resv.ngx"
-wait.usable = function() return false end
-local resv_inline = require "resv"
-package.loaded["resv"] = resv
 local C = require "resv.ffi"
 
 ffi.cdef [[
@@ -39,11 +31,10 @@ local function now_ns()
 end
 
 local _M = {}
-local store, store_inline, store_raw
+local store, store_raw
 
 function _M.init_worker()
   store = assert(resv.open())
-  store_inline = assert(resv_inline.open())
   store_raw = assert(resv.open())
 end
 
@@ -119,7 +110,7 @@ function _M.run()
     keys[i] = { tenant = "", namespace = "email", key = "user" .. i .. "@example.com" }
   end
   local f = { dict_new = {}, resv_new = {}, dict_conflict = {}, resv_conflict = {},
-              inline_new = {}, inline_conflict = {}, raw_new = {}, raw_conflict = {} }
+              raw_new = {}, raw_conflict = {} }
   for round = 1, rounds do
     rounds_done = rounds_done + 1
     dict:flush_all()
@@ -130,20 +121,17 @@ function _M.run()
     f.resv_new[round] = resv_pass(users, keys, OWNER, "reserved")
     f.dict_conflict[round] = dict_pass(dict, names, OTHER_VALUE, false)
     f.resv_conflict[round] = resv_pass(users, keys, OTHER, "conflict")
-    local inline = assert(store_inline:type("bench", "r" .. rounds_done))
-    f.inline_new[round] = resv_pass(inline, keys, OWNER, "reserved")
-    f.inline_conflict[round] = resv_pass(inline, keys, OTHER, "conflict")
     local raw = assert(store_raw:type("bench", "r" .. rounds_done))
     f.raw_new[round] = raw_pass(raw, keys, OWNER, C.RESV_RESERVED)
     f.raw_conflict[round] = raw_pass(raw, keys, OTHER, C.RESV_CONFLICT)
   end
   local out = {}
   for _, name in ipairs { "dict_new", "resv_new", "dict_conflict", "resv_conflict",
-                          "inline_new", "inline_conflict", "raw_new", "raw_conflict" } do
+                          "raw_new", "raw_conflict" } do
     f[name] = median(f[name])
     out[#out + 1] = string.format("figure %s_ns %.1f", name, f[name])
   end
-  for _, v in ipairs { "resv", "inline", "raw" } do
+  for _, v in ipairs { "resv", "raw" } do
     out[#out + 1] = string.format("figure %s_new_ratio %.3f", v, f.dict_new / f[v .. "_new"])
     out[#out + 1] = string.format("figure %s_conflict_ratio %.3f", v,
                                   f.dict_conflict / f[v .. "_conflict"])
