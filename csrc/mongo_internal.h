@@ -2,7 +2,8 @@
  *
  * mongo_store.c opens the connection pool and owns the backend; it hands
  * each call to mongo_schema.c (the type's one-time set-up) and then to
- * mongo_ops.c (the operation). mongo_decode.c turns a stored document into
+ * mongo_ops.c (the operation, its documents written with mongo_bson.h's
+ * small BSON writer). mongo_decode.c turns a stored document into
  * its parts, mongo_error.c turns a driver error into a resv_error_t. The
  * rest of the core sees only resv__mongo_open (internal.h). */
 #ifndef RESV_MONGO_INTERNAL_H
