@@ -113,8 +113,11 @@ tsan: deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp $$TSAN_OPTIONS" \
 	  $(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
 
+# The fork tests' children are silent: a store inherited over fork() is
+# left to the parent that owns its threads and connections, by design.
 valgrind: deps $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
+	  --child-silent-after-fork=yes \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
 	  --errors-for-leak-kinds=definite,indirect,possible $(O)/resv_tests
 
