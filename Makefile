@@ -44,7 +44,7 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 lua-dkjson clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install \
+.PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install \
         asan tsan valgrind bench fuzz test-fuzz stress \
         install uninstall clean
 
@@ -182,11 +182,14 @@ lua-cdef:
 # LUA_SHAREDIR, libresv.so into LUA_LIBDIR (on package.cpath).
 LUA_SHAREDIR ?= $(PREFIX)/share/lua/5.1
 LUA_LIBDIR   ?= $(PREFIX)/lib/lua/5.1
-lua-install: $(O)/libresv.so
-	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv $(DESTDIR)$(LUA_LIBDIR)
+lua-install: lua-files $(O)/libresv.so
+	install -d $(DESTDIR)$(LUA_LIBDIR)
+	install -m 755 $(O)/libresv.so $(DESTDIR)$(LUA_LIBDIR)/libresv.so
+
+lua-files:
+	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv
 	install -m 644 lua/resv.lua $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
 	install -m 644 lua/resv/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/
-	install -m 755 $(O)/libresv.so $(DESTDIR)$(LUA_LIBDIR)/libresv.so
 
 # ---- benchmarks (bench/; figures, never pass/fail on a time) --------
 
@@ -216,7 +219,9 @@ demo: deps all
 
 # ---- install ----------------------------------------------------------
 
-install: all
+# The header, the libraries and resv.pc, and the Lua files (which then
+# find libresv.so through the system's loader: ffi.load("resv")).
+install: all lua-files
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 csrc/resv.h $(DESTDIR)$(PREFIX)/include/resv.h
 	install -m 755 $(O)/libresv.so $(DESTDIR)$(PREFIX)/lib/libresv.so
@@ -226,7 +231,9 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/resv.h $(DESTDIR)$(PREFIX)/lib/libresv.so \
-	  $(DESTDIR)$(PREFIX)/lib/libresv.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/resv.pc
+	  $(DESTDIR)$(PREFIX)/lib/libresv.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/resv.pc \
+	  $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
+	rm -rf $(DESTDIR)$(LUA_SHAREDIR)/resv
 
 clean:
 	rm -rf build build-*
