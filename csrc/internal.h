@@ -98,10 +98,13 @@ typedef struct resv__backend_ops {
 /* Opens the memory store. */
 void *resv__memory_open(const resv_options_t *options,
                         const resv__backend_ops_t **ops, resv_error_t *err);
-/* Opens the MongoDB store (mongo_store.c). options->uri is set; database
- * is the resolved database name. */
-void *resv__mongo_open(const resv_options_t *options, const char *database,
-                       const resv__backend_ops_t **ops, resv_error_t *err);
+/* Opens the MongoDB store (mongo_store.c). options->uri is set and every
+ * number option has its default. database holds the database option, or
+ * "" for the URI's (else "resv"), which is then written into it
+ * (database_size bytes). */
+void *resv__mongo_open(const resv_options_t *options, char *database,
+                       size_t database_size, const resv__backend_ops_t **ops,
+                       resv_error_t *err);
 
 /* ---- Stores and types (store.c) -------------------------------------- */
 

@@ -157,9 +157,6 @@ static bool mongo_execute(void *backend, resv_type_t *type,
   resv__mongo_t *m = backend;
   worker_t *w;
 
-  if (resv__monotonic_ms() >= deadline)
-    return resv__fail(err, RESV_ETIMEOUT, "the deadline passed before the "
-                                          "call reached the server");
   w = this_worker(m);
   if (!w)
     return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
@@ -212,12 +209,10 @@ static const resv__backend_ops_t mongo_ops = {
     .destroy = mongo_destroy,
 };
 
-void *resv__mongo_open(const resv_options_t *options, const char *database,
-                       const resv__backend_ops_t **ops, resv_error_t *err) {
-  int32_t timeout = options->timeout_ms > 0 ? options->timeout_ms
-                                            : RESV__DEFAULT_TIMEOUT_MS;
-  int32_t threads =
-      options->threads > 0 ? options->threads : RESV__DEFAULT_THREADS;
+void *resv__mongo_open(const resv_options_t *options, char *database,
+                       size_t database_size, const resv__backend_ops_t **ops,
+                       resv_error_t *err) {
+  int32_t timeout = options->timeout_ms;
   bson_error_t error;
   resv__mongo_t *m;
 
@@ -235,6 +230,18 @@ void *resv__mongo_open(const resv_options_t *options, const char *database,
   }
   if (mongoc_uri_get_password(m->uri))
     m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
+  if (!database[0]) {
+    const char *db = mongoc_uri_get_database(m->uri);
+    if (!db || !*db)
+      db = "resv";
+    if (strlen(db) >= database_size) {
+      resv__fail(err, RESV_EINVALID, "database: the URI's is longer than %zu bytes",
+                 database_size - 1);
+      mongo_destroy(m);
+      return NULL;
+    }
+    strcpy(database, db);
+  }
   m->database = bson_strdup(database);
   m->shard_auto = options->sharding != RESV_SHARDING_OFF;
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
@@ -244,7 +251,7 @@ void *resv__mongo_open(const resv_options_t *options, const char *database,
   set_default_ms(m->uri, MONGOC_URI_SOCKETTIMEOUTMS, timeout);
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
-  mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, threads);
+  mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, options->threads);
   describe_hosts(m);
 
   if (!check_server(m, err)) {

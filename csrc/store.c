@@ -38,7 +38,7 @@ struct resv_store {
   size_t max_string;
   pthread_mutex_t types_mutex;
   resv_type_t *types;
-  char database[128];
+  char database[64]; /* MongoDB's limit: 63 bytes */
 };
 
 /* Counts the fork()s that made this process (a child inherits the count
@@ -63,34 +63,19 @@ static bool option_in_range(const char *name, int32_t value, int32_t max,
   return true;
 }
 
-/* The database named in a MongoDB URI's path, if any. */
-static void uri_database(const char *uri, char *out, size_t size) {
+/* The database option, checked, into out; "" when it is not set (a
+ * MongoDB store then takes the URI's, a memory store "resv"). */
+static bool check_database(const resv_options_t *o, char *out, size_t size,
+                           resv_error_t *err) {
   out[0] = '\0';
-  const char *p = strstr(uri, "://");
-  if (!p) return;
-  p = strchr(p + 3, '/');
-  if (!p) return;
-  p++;
-  size_t n = strcspn(p, "?");
-  if (n == 0 || n >= size) return;
-  memcpy(out, p, n);
-  out[n] = '\0';
-}
-
-static bool resolve_database(const resv_options_t *o, char *out, size_t size,
-                             resv_error_t *err) {
-  if (o->database && o->database[0]) {
-    size_t n = strlen(o->database);
-    if (n >= size || n >= 64)
-      return resv__fail(err, RESV_EINVALID, "database: longer than 63 bytes");
-    if (strpbrk(o->database, "/\\. \"$") || !resv__utf8_valid(o->database, n))
-      return resv__fail(err, RESV_EINVALID,
-                        "database: must not contain / \\ . space \" or $");
-    memcpy(out, o->database, n + 1);
-    return true;
-  }
-  if (o->uri && o->uri[0]) uri_database(o->uri, out, size);
-  if (!out[0]) strcpy(out, "resv");
+  if (!o->database || !o->database[0]) return true;
+  size_t n = strlen(o->database);
+  if (n >= size)
+    return resv__fail(err, RESV_EINVALID, "database: longer than %zu bytes", size - 1);
+  if (strpbrk(o->database, "/\\. \"$") || !resv__utf8_valid(o->database, n))
+    return resv__fail(err, RESV_EINVALID,
+                      "database: must not contain / \\ . space \" or $");
+  memcpy(out, o->database, n + 1);
   return true;
 }
 
@@ -116,14 +101,15 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     resv__fail(err, RESV_ENOMEM, "out of memory for a store");
     return NULL;
   }
-  if (!resolve_database(&o, store->database, sizeof store->database, err)) {
+  if (!check_database(&o, store->database, sizeof store->database, err)) {
     free(store);
     return NULL;
   }
-  o.database = store->database;
   if (o.uri && o.uri[0]) {
-    store->backend = resv__mongo_open(&o, store->database, &store->ops, err);
+    store->backend = resv__mongo_open(&o, store->database, sizeof store->database,
+                                      &store->ops, err);
   } else {
+    if (!store->database[0]) strcpy(store->database, "resv");
     store->backend = resv__memory_open(&o, &store->ops, err);
   }
   if (!store->backend) {

@@ -451,6 +451,38 @@ START_TEST(test_foreign_document_is_format_error) {
 }
 END_TEST
 
+/* The database: the option, else the URI's, else "resv". */
+static void expect_database(const char *uri, const char *option, const char *want) {
+  resv_options_t o = {.uri = uri, .database = option, .threads = 1};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  char text[512], tail[80];
+  ck_assert_msg(s != NULL, "%s", err.message);
+  resv_store_describe(s, text, sizeof text);
+  snprintf(tail, sizeof tail, "/%s (", want);
+  ck_assert_msg(strstr(text, tail), "\"%s\" lacks database %s", text, want);
+  resv_store_close(s);
+}
+
+START_TEST(test_database_is_the_option_else_the_uris_else_resv) {
+  const char *uri = test_mongo_uri();
+  mongoc_uri_t *parsed = mongoc_uri_new(uri);
+  const char *db = mongoc_uri_get_database(parsed);
+  expect_database(uri, "fromoption", "fromoption");
+  expect_database(uri, NULL, db && *db ? db : "resv");
+  const mongoc_host_list_t *hosts = mongoc_uri_get_hosts(parsed);
+  if (!mongoc_uri_get_username(parsed) && !mongoc_uri_get_replica_set(parsed) &&
+      hosts && !hosts->next) {
+    /* The same single server, named with a database in the path. */
+    char with_db[300];
+    snprintf(with_db, sizeof with_db, "mongodb://%s/fromuri?appname=x",
+             hosts->host_and_port);
+    expect_database(with_db, NULL, "fromuri");
+  }
+  mongoc_uri_destroy(parsed);
+}
+END_TEST
+
 START_TEST(test_describe_names_the_host_and_topology) {
   const char *uri = test_mongo_uri();
   resv_store_t *s = test_open(uri);
@@ -638,6 +670,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_other_format_is_refused_and_nothing_written);
   tcase_add_test(tc, test_foreign_document_is_format_error);
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
+  tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
   tcase_add_test(tc, test_password_never_shows);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
