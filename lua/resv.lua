@@ -78,7 +78,6 @@ local OP_GET = C.RESV_OP_GET
 
 local STATE_NONE = C.RESV_STATE_NONE
 local STATE_PENDING = C.RESV_STATE_PENDING
-local STATE_CONFIRMED = C.RESV_STATE_CONFIRMED
 
 -- Largest integer a Lua number holds exactly.
 local MAX_INTEGER = 2 ^ 53

@@ -26,7 +26,6 @@ local ngx = ngx
 local type = type
 local tostring = tostring
 local str_lower = string.lower
-local str_sub = string.sub
 
 local MAX_FIELD = 254 -- bytes, the longest e-mail address SMTP allows
 
