@@ -207,9 +207,28 @@ START_TEST(a_job_destroyed_while_running_never_reaches_the_inbox) {
   ck_assert(resv__pool_submit(pool, job, NULL));
   while (atomic_load(&ran) == 0) usleep(1000);
   resv_job_destroy(job); /* the worker still holds it */
-  resv_inbox_destroy(inbox); /* so does the job hold the inbox */
   latch_open(&gate);
-  resv__pool_free(pool); /* joins: the worker freed job and inbox */
+  resv__pool_free(pool); /* joins: the worker finished and freed it */
+  resv_job_t *drained[1];
+  ck_assert(!readable(resv_inbox_fd(inbox)));
+  ck_assert_uint_eq(resv_inbox_drain(inbox, drained, 1), 0);
+  resv_inbox_destroy(inbox);
+}
+END_TEST
+
+START_TEST(an_inbox_destroyed_before_its_jobs_lives_until_they_end) {
+  reset();
+  resv_inbox_t *inbox = resv_inbox_new(NULL);
+  resv__pool_t *pool = resv__pool_new(1, 4, NULL);
+  resv_job_t *job = new_job(gated_work, inbox, 10000);
+  ck_assert(resv__pool_submit(pool, job, NULL));
+  while (atomic_load(&ran) == 0) usleep(1000);
+  resv_inbox_destroy(inbox); /* the job still holds the inbox */
+  latch_open(&gate);
+  ck_assert(resv_job_wait(job, -1));
+  ck_assert_int_eq(resv_job_answer(job)->status, RESV_RESERVED);
+  resv_job_destroy(job); /* takes it out of the inbox, frees the inbox */
+  resv__pool_free(pool);
 }
 END_TEST
 
@@ -239,6 +258,7 @@ Suite *pool_suite(void) {
   tcase_add_test(tc, shutdown_answers_every_job_and_joins);
   tcase_add_test(tc, finished_jobs_arrive_in_the_inbox_and_wake_its_fd);
   tcase_add_test(tc, a_job_destroyed_while_running_never_reaches_the_inbox);
+  tcase_add_test(tc, an_inbox_destroyed_before_its_jobs_lives_until_they_end);
   tcase_add_test(tc, a_finished_job_destroyed_undrained_leaves_the_inbox);
   suite_add_tcase(s, tc);
   return s;
