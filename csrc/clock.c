@@ -3,7 +3,11 @@
  * The realtime clock is the store's default notion of "now" (epoch ms, the
  * unit expiries are stored in). Deadlines use the monotonic clock, so a
  * realtime clock step never makes a call wait forever or time out early;
- * the condition variables that wait for deadlines are set to that clock. */
+ * the condition variables that wait for deadlines are set to that clock.
+ *
+ * Sums of times are made here too, checked: a clock a test (or a bad
+ * host) set near INT64_MAX must not wrap an expiry into the past, and a
+ * caller's INT64_MAX timeout must mean "no limit", not "already late". */
 #include "internal.h"
 
 #include <time.h>
@@ -29,4 +33,26 @@ void resv__cond_init(pthread_cond_t *cond) {
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(cond, &attr);
   pthread_condattr_destroy(&attr);
+}
+
+bool resv__add_ms_checked(int64_t a, int64_t b, int64_t *sum) {
+  int64_t s;
+  if (__builtin_add_overflow(a, b, &s)) return false;
+  *sum = s;
+  return true;
+}
+
+int64_t resv__add_ms_sat(int64_t a, int64_t b) {
+  int64_t s;
+  if (!__builtin_add_overflow(a, b, &s)) return s;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+bool resv__expiry(int64_t now, int64_t ttl_ms, int64_t *expires,
+                  resv_error_t *err) {
+  if (resv__add_ms_checked(now, ttl_ms, expires)) return true;
+  return resv__fail(err, RESV_EINVALID,
+                    "ttl: the expiry now + ttl (%lld + %lld ms) is past the "
+                    "largest int64; nothing was written",
+                    (long long)now, (long long)ttl_ms);
 }

@@ -120,7 +120,10 @@ size_t resv_inbox_drain(resv_inbox_t *inbox, resv_job_t **jobs, size_t max) {
 
 bool resv_inbox_wait(resv_inbox_t *inbox, int64_t timeout_ms) {
   struct pollfd pfd = {.fd = inbox->fd, .events = POLLIN};
-  int64_t deadline = timeout_ms >= 0 ? resv__monotonic_ms() + timeout_ms : -1;
+  /* Negative, or past int64 (INT64_MAX): without limit. */
+  int64_t deadline = -1;
+  if (timeout_ms >= 0 && !resv__add_ms_checked(resv__monotonic_ms(), timeout_ms, &deadline))
+    deadline = -1;
   for (;;) {
     int wait = -1;
     if (deadline >= 0) {

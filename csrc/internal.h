@@ -41,6 +41,18 @@ int64_t resv__monotonic_ms(void);
 void resv__deadline_timespec(int64_t deadline_ms, struct timespec *ts);
 /* Initialises cond to time its waits on the monotonic clock. */
 void resv__cond_init(pthread_cond_t *cond);
+/* Every sum of two instants or durations goes through these, so none can
+ * overflow int64 (undefined behaviour, and a wrapped expiry grants a key
+ * twice). resv__add_ms_checked stores a + b and returns true, or returns
+ * false (nothing stored) when the sum is past int64; resv__add_ms_sat
+ * gives the sum clamped to INT64_MIN..INT64_MAX (a deadline that far is
+ * no deadline). */
+bool resv__add_ms_checked(int64_t a, int64_t b, int64_t *sum);
+int64_t resv__add_ms_sat(int64_t a, int64_t b);
+/* The expiry of a reserve at now: now + ttl_ms into *expires, or false
+ * with RESV_EINVALID naming both values when the sum is past int64. */
+bool resv__expiry(int64_t now, int64_t ttl_ms, int64_t *expires,
+                  resv_error_t *err);
 
 /* ---- Answers (answer.c) ---------------------------------------------- */
 

@@ -93,11 +93,16 @@ bool resv_job_done(const resv_job_t *job) {
 
 bool resv_job_wait(resv_job_t *job, int64_t timeout_ms) {
   if (resv_job_done(job)) return true;
+  /* A negative timeout waits without limit, and so does one whose
+   * deadline would be past int64 (INT64_MAX: some 292 million years). */
   struct timespec until;
-  if (timeout_ms >= 0) resv__deadline_timespec(resv__monotonic_ms() + timeout_ms, &until);
+  int64_t deadline;
+  bool limited = timeout_ms >= 0 &&
+                 resv__add_ms_checked(resv__monotonic_ms(), timeout_ms, &deadline);
+  if (limited) resv__deadline_timespec(deadline, &until);
   pthread_mutex_lock(&job->mutex);
   while (!atomic_load_explicit(&job->done, memory_order_acquire)) {
-    if (timeout_ms < 0) {
+    if (!limited) {
       pthread_cond_wait(&job->cond, &job->mutex);
     } else if (pthread_cond_timedwait(&job->cond, &job->mutex, &until) != 0) {
       break;

@@ -331,13 +331,16 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
                        const resv_request_t *r, int64_t now,
                        resv_answer_t *a, resv_error_t *err) {
   entry_t *e = *slot;
+  int64_t expires;
+  /* First, as the MongoDB store computes it before its round trip. */
+  if (!resv__expiry(now, r->ttl_ms, &expires, err)) return false;
   if (e && held_by_other(e, &r->owner, now))
     return answer_entry(a, RESV_CONFLICT, e, false, err);
   if (e && e->confirmed) /* ours: kept exactly as it is */
     return answer_entry(a, RESV_CONFIRMED, e, false, err);
   if (e && e->expires_at > now) { /* our live pending one: join it */
     if (!(e = add_hold(slot, &r->attempt, err))) return false;
-    if (now + r->ttl_ms > e->expires_at) e->expires_at = now + r->ttl_ms;
+    if (expires > e->expires_at) e->expires_at = expires;
     return answer_entry(a, RESV_RESERVED, e, true, err);
   }
   /* A new key, or an expired pending reservation of anyone: start afresh. */
@@ -350,7 +353,7 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
   }
   e->confirmed = false;
   e->version = 0;
-  e->expires_at = now + r->ttl_ms;
+  e->expires_at = expires;
   return answer_entry(a, RESV_RESERVED, e, true, err);
 }
 

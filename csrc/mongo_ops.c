@@ -339,6 +339,9 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
                    const resv_request_t *r, int64_t now, int64_t deadline,
                    resv_answer_t *answer, resv_error_t *err) {
   const char *what = r->op == RESV_OP_RESERVE ? "reserve" : "confirm";
+  int64_t expires = 0;
+  if (r->op == RESV_OP_RESERVE && !resv__expiry(now, r->ttl_ms, &expires, err))
+    return false;
   mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
   resv__bw_t fw, pw;
   bson_t filter, pipeline;
@@ -350,7 +353,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__bw_finish(&fw, &filter);
   resv__bw_init(&pw);
   if (r->op == RESV_OP_RESERVE)
-    reserve_pipeline(&pw, r, now, now + r->ttl_ms);
+    reserve_pipeline(&pw, r, now, expires);
   else
     confirm_pipeline(&pw, r, r->version);
   resv__bw_finish(&pw, &pipeline);

@@ -277,7 +277,8 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
                           resv_inbox_t *inbox, bool validated, resv_error_t *err) {
   resv_store_t *store = type->store;
   resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
-                                  resv__monotonic_ms() + store->timeout_ms, err);
+                                  resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms),
+                                  err);
   if (!job) return NULL;
   if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
       !check_open(store, &job->error)) {
@@ -307,7 +308,8 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   resv_job_t *job = submit(type, req, NULL, true, err);
   if (!job) return false;
   bool ok = false;
-  if (!resv_job_wait(job, job->deadline - resv__monotonic_ms() + DEADLINE_GRACE_MS)) {
+  if (!resv_job_wait(job, resv__add_ms_sat(job->deadline - resv__monotonic_ms(),
+                                           DEADLINE_GRACE_MS))) {
     resv__fail(err, RESV_ETIMEOUT, "no answer within %lld ms", (long long)store->timeout_ms);
   } else if (job->error.code != RESV_OK) {
     if (err) *err = job->error;

@@ -2,6 +2,7 @@
  * on MongoDB (the same test bodies; only the store they open differs). The
  * store's clock is frozen, so every expiry is exact. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests.h"
 
@@ -317,6 +318,36 @@ START_TEST(types_keep_keys_apart) {
 }
 END_TEST
 
+START_TEST(an_expiry_past_int64_is_refused) {
+  /* A clock set near INT64_MAX: now + ttl wrapped into the past made the
+   * reservation expired at birth, and a second owner got it too. */
+  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "ann@x"),
+                      .owner = test_owner("", "A"), .attempt = resv_cstr("a1"),
+                      .ttl_ms = 1000};
+  resv_error_t err;
+  resv_store_set_time(store, INT64_MAX - 100);
+  ck_assert(!resv_call(users, &r, &a, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "9223372036854775707 + 1000") != NULL,
+                "the message names the values: %s", err.message);
+  r.owner = test_owner("", "B");
+  ck_assert(!resv_call(users, &r, &a, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  test_get(users, "ann@x", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  /* Up to INT64_MAX itself is an expiry like any other. */
+  r.ttl_ms = 100;
+  ck_assert(resv_call(users, &r, &a, &err));
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert_int_eq(a.expires_at, INT64_MAX);
+  r.owner = test_owner("", "A");
+  r.ttl_ms = 1;
+  ck_assert(resv_call(users, &r, &a, &err));
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  assert_owner(&a, "B");
+}
+END_TEST
+
 static TCase *rules_case(const char *name, void (*setup)(void)) {
   TCase *tc = tcase_create(name);
   tcase_add_checked_fixture(tc, setup, teardown);
@@ -344,6 +375,7 @@ static TCase *rules_case(const char *name, void (*setup)(void)) {
   tcase_add_test(tc, tenant_and_namespace_make_distinct_keys);
   tcase_add_test(tc, owner_tenant_is_part_of_the_owner);
   tcase_add_test(tc, types_keep_keys_apart);
+  tcase_add_test(tc, an_expiry_past_int64_is_refused);
   return tc;
 }
 
