@@ -5,7 +5,10 @@
  * breaks one rule of SPEC section 3, and a fuzz loop flips bytes of a good
  * document. mongo_error.c must map driver errors onto SPEC section 8 and
  * keep the URI's password out of every message. */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "mongo_internal.h"
 #include "tests.h"
@@ -91,6 +94,86 @@ START_TEST(test_empty_holds_decode) {
   ck_assert_uint_eq(d.nholds, 0);
   resv__mongo_doc_free(&d);
   bson_destroy(b);
+}
+END_TEST
+
+/* A pending document with n holds "attempt-<i>"; hold dup_of (when below
+ * n) is written again as the last one, making n + 1. */
+static bson_t *pending_with_holds(size_t n, size_t dup_of) {
+  bson_t *b = bson_new(), sub;
+  char name[16], hold[32];
+  const char *key;
+
+  BSON_APPEND_DOCUMENT_BEGIN(b, "_id", &sub);
+  BSON_APPEND_UTF8(&sub, "t", "");
+  BSON_APPEND_UTF8(&sub, "n", "email");
+  BSON_APPEND_UTF8(&sub, "k", "ann");
+  bson_append_document_end(b, &sub);
+  BSON_APPEND_UTF8(b, "tenant_id", "");
+  BSON_APPEND_UTF8(b, "key", "ann");
+  BSON_APPEND_DOCUMENT_BEGIN(b, "owner", &sub);
+  BSON_APPEND_UTF8(&sub, "tenant_id", "");
+  BSON_APPEND_UTF8(&sub, "id", "u1");
+  bson_append_document_end(b, &sub);
+  BSON_APPEND_INT64(b, "expires_at", 1500);
+  BSON_APPEND_ARRAY_BEGIN(b, "holds", &sub);
+  for (size_t i = 0; i <= n; i++) {
+    if (i == n && dup_of >= n)
+      break;
+    bson_uint32_to_string((uint32_t)i, &key, name, sizeof name);
+    snprintf(hold, sizeof hold, "attempt-%zu", i == n ? dup_of : i);
+    BSON_APPEND_UTF8(&sub, key, hold);
+  }
+  bson_append_array_end(b, &sub);
+  return b;
+}
+
+/* The least CPU time this thread spent decoding doc, over `runs` runs:
+ * the thread's own clock, and the least of several, so other processes on
+ * a loaded machine hardly show. */
+static double decode_cpu_seconds(const bson_t *doc, int runs) {
+  double best = 1e9;
+  for (int r = 0; r < runs; r++) {
+    struct timespec t0, t1;
+    resv__mongo_doc_t d;
+    resv_error_t err;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    ck_assert_msg(resv__mongo_decode(doc, &d, &err), "%s", err.message);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    resv__mongo_doc_free(&d);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (s < best)
+      best = s;
+  }
+  return best;
+}
+
+START_TEST(test_a_duplicate_hold_anywhere_is_format_error) {
+  static const size_t dup_of[] = {0, 1, 500, 998, 999};
+  for (size_t i = 0; i < sizeof dup_of / sizeof dup_of[0]; i++) {
+    bson_t *b = pending_with_holds(1000, dup_of[i]);
+    resv__mongo_doc_t d;
+    resv_error_t err;
+    ck_assert_msg(!resv__mongo_decode(b, &d, &err), "duplicate of hold %zu not seen",
+                  dup_of[i]);
+    ck_assert_int_eq(err.code, RESV_EFORMAT);
+    ck_assert_msg(strstr(err.message, "duplicate") != NULL, "%s", err.message);
+    bson_destroy(b);
+  }
+}
+END_TEST
+
+START_TEST(test_decoding_holds_costs_n_log_n_not_n_squared) {
+  /* Ten times the holds must cost about ten times the time (n log n: 12.7
+   * times), not a hundred (the pairwise duplicate check was quadratic:
+   * 100,000 holds took 19 s). */
+  bson_t *small = pending_with_holds(5000, SIZE_MAX);
+  bson_t *large = pending_with_holds(50000, SIZE_MAX);
+  double ts = decode_cpu_seconds(small, 7), tl = decode_cpu_seconds(large, 3);
+  ck_assert_msg(tl < 30 * ts, "5,000 holds: %.6f s, 50,000 holds: %.6f s: ratio %.1f, "
+                "want under 30", ts, tl, tl / ts);
+  bson_destroy(small);
+  bson_destroy(large);
 }
 END_TEST
 
@@ -319,6 +402,8 @@ Suite *mongo_decode_suite(void) {
   tcase_add_test(tc, test_pending_document_decodes);
   tcase_add_test(tc, test_confirmed_document_decodes);
   tcase_add_test(tc, test_empty_holds_decode);
+  tcase_add_test(tc, test_a_duplicate_hold_anywhere_is_format_error);
+  tcase_add_test(tc, test_decoding_holds_costs_n_log_n_not_n_squared);
   tcase_add_loop_test(tc, test_malformed_document_is_format_error, 0,
                       (int)(sizeof malformed / sizeof malformed[0]));
   tcase_add_test(tc, test_bad_string_bytes_are_format_error);
