@@ -8,7 +8,8 @@
  * check and a memcpy per element, into a buffer on the caller's stack
  * that moves to the heap only for long strings, and hands the result to
  * the driver as a static bson_t. The element types are the few the
- * documents use: document, array, UTF-8 string, int32, int64, bool, null.
+ * documents use: document, array, UTF-8 string, int32, int64, bool, null,
+ * and a prebuilt document copied whole.
  *
  * Keys are literals (K("name") gives pointer and length) and never contain
  * NUL. Strings are the request's validated strings: UTF-8 without NUL,
@@ -136,6 +137,15 @@ static inline void resv__bw_bool(resv__bw_t *w, const char *key,
 static inline void resv__bw_null(resv__bw_t *w, const char *key,
                                  size_t key_len) {
   resv__bw_head(w, 0x0A, key, key_len, 0);
+}
+
+/* Appends doc (a whole BSON document, e.g. one built once at open) as an
+ * embedded document under key. */
+static inline void resv__bw_bson(resv__bw_t *w, const char *key,
+                                 size_t key_len, const bson_t *doc) {
+  resv__bw_head(w, 0x03, key, key_len, doc->len);
+  memcpy(w->buf + w->len, bson_get_data(doc), doc->len);
+  w->len += doc->len;
 }
 
 /* Ends the top-level document and points *out at it (bson_init_static:

@@ -214,3 +214,65 @@ bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
                           &doc->owner.id, holds ? doc->holds : NULL,
                           holds ? doc->nholds : 0, err);
 }
+
+/* The same rule, for the server: an aggregation expression that is true
+ * exactly for the documents decode accepts (but for the bytes of their
+ * strings, which the server does not look into: UTF-8 validity and NUL
+ * bytes stay the decoder's). Every write's filter carries it as $expr
+ * (mongo_ops.c), so a document that is not a format-1 reservation never
+ * matches a write: the owner's own reserve, confirm, abandon and release
+ * leave it as it is, and answer RESV_EFORMAT once they read it.
+ *
+ * The filter's plain equalities already fix _id (an embedded document
+ * compares field by field, names, order and types), tenant_id and key
+ * (but an array holding the value matches them too). The expression adds:
+ *   1. the top-level fields, by name, order and $type, are one of the four
+ *      shapes decode takes: expires_at an int64 or int32 and then holds an
+ *      array, or expires_at null and then version an int64 or int32;
+ *   2. owner is {tenant_id: <string>, id: <string>} in this order, id not
+ *      empty;
+ *   3. the holds are non-empty strings without duplicates: filtering the
+ *      valid ones and dropping duplicates ($setUnion of one array) leaves
+ *      as many as there are;
+ *   4. a version is not negative.
+ * Each part is safe on any document (no $objectToArray of a non-document,
+ * no $size of a non-array), so the server never fails evaluating it,
+ * whatever the order in which it evaluates $and's arguments. All of it
+ * is documented MongoDB 5.0+ aggregation ($expr, $objectToArray, $map,
+ * $type, $filter, $setUnion, $size, $literal). */
+static const char conforms_json[] =
+    "{\"$and\": ["
+    " {\"$in\": ["
+    "  {\"$map\": {\"input\": {\"$objectToArray\": \"$$ROOT\"},"
+    "            \"in\": [\"$$this.k\", {\"$type\": \"$$this.v\"}]}},"
+    "  {\"$literal\": ["
+#define HEAD "[\"_id\", \"object\"], [\"tenant_id\", \"string\"], " \
+             "[\"key\", \"string\"], [\"owner\", \"object\"], "
+    "   [" HEAD "[\"expires_at\", \"long\"], [\"holds\", \"array\"]],"
+    "   [" HEAD "[\"expires_at\", \"int\"], [\"holds\", \"array\"]],"
+    "   [" HEAD "[\"expires_at\", \"null\"], [\"version\", \"long\"]],"
+    "   [" HEAD "[\"expires_at\", \"null\"], [\"version\", \"int\"]]]}]},"
+#undef HEAD
+    " {\"$eq\": ["
+    "  {\"$map\": {\"input\": {\"$objectToArray\": {\"$cond\": ["
+    "      {\"$eq\": [{\"$type\": \"$owner\"}, \"object\"]}, \"$owner\", {}]}},"
+    "            \"in\": [\"$$this.k\", {\"$type\": \"$$this.v\"}]}},"
+    "  {\"$literal\": [[\"tenant_id\", \"string\"], [\"id\", \"string\"]]}]},"
+    " {\"$ne\": [\"$owner.id\", \"\"]},"
+#define HOLDS "{\"$cond\": [{\"$isArray\": \"$holds\"}, \"$holds\", []]}"
+    " {\"$eq\": ["
+    "  {\"$size\": {\"$setUnion\": [{\"$filter\": {\"input\": " HOLDS ","
+    "     \"cond\": {\"$and\": [{\"$eq\": [{\"$type\": \"$$this\"}, \"string\"]},"
+    "                         {\"$ne\": [\"$$this\", \"\"]}]}}}]}},"
+    "  {\"$size\": " HOLDS "}]},"
+#undef HOLDS
+    " {\"$gte\": [{\"$ifNull\": [\"$version\", 0]}, 0]}"
+    "]}";
+
+bson_t *resv__mongo_conforms_new(void) {
+  bson_error_t error;
+  bson_t *expr = bson_new_from_json((const uint8_t *)conforms_json, -1, &error);
+  /* A constant: it parses, or this build is broken. */
+  BSON_ASSERT(expr);
+  return expr;
+}

@@ -25,6 +25,7 @@ typedef struct resv__mongo {
   char *secret;    /* the URI's password (decoded), scrubbed from errors */
   char *secret_raw; /* the same as written in the URI (percent-encoded) */
   char hosts[256]; /* "host:port,host:port" for describe */
+  bson_t *conforms; /* resv__mongo_conforms_new, in every write's filter */
   /* Each dispatcher thread's client and last collection handle
    * (mongo_store.c), kept between jobs; the key's destructor gives the
    * client back to the pool when the thread ends. */
@@ -70,6 +71,12 @@ typedef struct resv__mongo_doc {
 bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
                         resv_error_t *err);
 void resv__mongo_doc_free(resv__mongo_doc_t *doc);
+
+/* A new aggregation expression (bson_destroy it) that the server finds
+ * true for exactly the documents resv__mongo_decode accepts, bar the
+ * bytes of their strings. mongo_ops.c puts it in every write's filter as
+ * $expr. Cannot fail (out of memory aborts). */
+bson_t *resv__mongo_conforms_new(void);
 
 /* True when the document's owner is owner (bytewise). */
 bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,

@@ -24,7 +24,14 @@
  * abandon is two writes (pull the hold where F(key) and owner; delete
  * where F(key), owner, expires_at not null and holds empty), get one read
  * from the primary, release one delete. Every write's filter names _id,
- * tenant_id and key, so on a sharded cluster it routes to one shard. */
+ * tenant_id and key, so on a sharded cluster it routes to one shard.
+ *
+ * Every write's filter also carries the conformance predicate
+ * (resv__mongo_conforms_new) as $expr: a document that is not a format-1
+ * reservation matches no write, the owner's included (SPEC section 12).
+ * reserve and confirm then meet it on the _id index and the duplicate-key
+ * read answers RESV_EFORMAT; an abandon or release that matched nothing
+ * reads the key once to tell RESV_ABSENT from RESV_EFORMAT. */
 #include "mongo_internal.h"
 #include "mongo_bson.h"
 
@@ -138,9 +145,16 @@ static void put_holds_or_empty(resv__bw_t *w, const char *key,
   resv__bw_end(w, if_null);
 }
 
-/* F(key) and $or [ { owner: O }, { expires_at: { $lte: now } } ]. */
-static void upsert_filter(resv__bw_t *w, const resv_request_t *r,
-                          int64_t now) {
+/* $expr: the conformance predicate (mongo_decode.c), so a write never
+ * matches a document that is not a format-1 reservation. */
+static void put_conforms(resv__bw_t *w, const resv__mongo_t *m) {
+  resv__bw_bson(w, K("$expr"), m->conforms);
+}
+
+/* F(key), $or [ { owner: O }, { expires_at: { $lte: now } } ] and the
+ * conformance predicate. */
+static void upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
+                          const resv_request_t *r, int64_t now) {
   put_f_key(w, &r->key);
   size_t or = resv__bw_array(w, K("$or"));
   size_t mine = resv__bw_doc(w, K("0"));
@@ -152,6 +166,7 @@ static void upsert_filter(resv__bw_t *w, const resv_request_t *r,
   resv__bw_end(w, lte);
   resv__bw_end(w, expired);
   resv__bw_end(w, or);
+  put_conforms(w, m);
 }
 
 /* reserve: keep our confirmed one; join our live pending one (add the
@@ -286,10 +301,11 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
 }
 
 /* Reads the reservation of the request's key into *doc; *found false when
- * there is none. get reads by F(key), which a mongos sends to the key's one
- * shard; the duplicate-key path reads by _id alone, so that whatever
- * occupies the _id is seen, and a document that is not a reservation of
- * this layout answers RESV_EFORMAT instead of being retried against. */
+ * there is none. By _id alone, so that whatever occupies the _id is seen
+ * (a document whose tenant_id or key disagree with its _id included) and
+ * a document that is not a reservation of this layout answers RESV_EFORMAT
+ * instead of being retried against or reported absent; or by F(key), which
+ * a mongos sends to the key's one shard. */
 static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_key_t *k, bool by_id_only, int64_t deadline,
                      bson_t *raw, resv__mongo_doc_t *doc, bool *found,
@@ -349,7 +365,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   bool ok = false;
 
   resv__bw_init(&fw);
-  upsert_filter(&fw, r, now);
+  upsert_filter(&fw, m, r, now);
   resv__bw_finish(&fw, &filter);
   resv__bw_init(&pw);
   if (r->op == RESV_OP_RESERVE)
@@ -431,6 +447,25 @@ static int64_t reply_count(const bson_t *reply, const char *field) {
   return 0;
 }
 
+/* After a write of the owner's that matched nothing: RESV_ABSENT, unless
+ * what sits at the key is not a reservation of this layout (the write's
+ * $expr kept off it), which is RESV_EFORMAT. The one extra read is paid
+ * only on this path; the owner's abandon or release of its reservation
+ * costs the writes alone. */
+static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
+                             const resv_key_t *k, int64_t deadline,
+                             resv_answer_t *answer, resv_error_t *err) {
+  resv__mongo_doc_t d;
+  bson_t raw;
+  bool ok, found;
+
+  ok = read_key(m, coll, k, !m->is_mongos, deadline, &raw, &d, &found, err);
+  if (ok && found)
+    resv__mongo_doc_free(&d);
+  bson_destroy(&raw);
+  return ok && resv__answer_status(answer, RESV_ABSENT, err);
+}
+
 /* abandon: pull our hold, then delete our pending reservation if that
  * left it without holds. */
 static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
@@ -443,10 +478,11 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   size_t doc;
   bool ok;
 
-  /* F(key), owner: O */
+  /* F(key), owner: O, conforming */
   resv__bw_init(&fw);
   put_f_key(&fw, &r->key);
   put_owner(&fw, K("owner"), &r->owner);
+  put_conforms(&fw, m);
   resv__bw_finish(&fw, &filter);
   /* { $pull: { holds: A } } */
   resv__bw_init(&uw);
@@ -454,7 +490,8 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   put_str(&uw, K("holds"), &r->attempt);
   resv__bw_end(&uw, doc);
   resv__bw_finish(&uw, &update);
-  /* F(key), owner: O, expires_at: { $ne: null }, holds: { $size: 0 } */
+  /* F(key), owner: O, expires_at: { $ne: null }, holds: { $size: 0 },
+   * conforming */
   resv__bw_init(&gw);
   put_f_key(&gw, &r->key);
   put_owner(&gw, K("owner"), &r->owner);
@@ -464,6 +501,7 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   doc = resv__bw_doc(&gw, K("holds"));
   resv__bw_int32(&gw, K("$size"), 0);
   resv__bw_end(&gw, doc);
+  put_conforms(&gw, m);
   resv__bw_finish(&gw, &gone);
   ok = mongoc_collection_update_one(coll, &filter, &update, NULL, &reply,
                                     &error);
@@ -478,11 +516,10 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   }
   if (!ok)
     ok = resv__mongo_fail(m, err, &error, deadline, "abandon");
+  else if (!matched)
+    ok = absent_or_format(m, coll, &r->key, deadline, answer, err);
   else
-    ok = resv__answer_status(answer,
-                             deleted   ? RESV_ABANDONED
-                             : matched ? RESV_KEPT
-                                       : RESV_ABSENT,
+    ok = resv__answer_status(answer, deleted ? RESV_ABANDONED : RESV_KEPT,
                              err);
   resv__bw_free(&gw);
   resv__bw_free(&uw);
@@ -502,16 +539,15 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__bw_init(&w);
   put_f_key(&w, &r->key);
   put_owner(&w, K("owner"), &r->owner);
+  put_conforms(&w, m);
   resv__bw_finish(&w, &filter);
   ok = mongoc_collection_delete_one(coll, &filter, NULL, &reply, &error);
   if (!ok)
     ok = resv__mongo_fail(m, err, &error, deadline, "release");
+  else if (!reply_count(&reply, "deletedCount"))
+    ok = absent_or_format(m, coll, &r->key, deadline, answer, err);
   else
-    ok = resv__answer_status(answer,
-                             reply_count(&reply, "deletedCount")
-                                 ? RESV_RELEASED
-                                 : RESV_ABSENT,
-                             err);
+    ok = resv__answer_status(answer, RESV_RELEASED, err);
   bson_destroy(&reply);
   resv__bw_free(&w);
   return ok;
@@ -524,7 +560,8 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
   bson_t raw;
   bool ok, found;
 
-  ok = read_key(m, coll, &r->key, false, deadline, &raw, &d, &found, err);
+  ok = read_key(m, coll, &r->key, !m->is_mongos, deadline, &raw, &d, &found,
+                err);
   if (ok && !found) {
     ok = resv__answer_status(answer, RESV_ABSENT, err);
   } else if (ok) {

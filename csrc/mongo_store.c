@@ -192,6 +192,8 @@ static void mongo_destroy(void *backend) {
     mongoc_client_pool_destroy(m->pool);
   mongoc_uri_destroy(m->uri);
   mongoc_read_prefs_destroy(m->primary);
+  if (m->conforms)
+    bson_destroy(m->conforms);
   bson_free(m->database);
   bson_free(m->secret);
   bson_free(m->secret_raw);
@@ -245,6 +247,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   m->database = bson_strdup(database);
   m->shard_auto = options->sharding != RESV_SHARDING_OFF;
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
+  m->conforms = resv__mongo_conforms_new();
 
   set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);

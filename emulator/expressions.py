@@ -13,7 +13,11 @@ the work. This subclass fixes what it gets wrong for the reservation store
 - added or fixed: ``$type``, ``$isArray``, ``$isNumber``, ``$not`` with an
   array argument, ``$max``/``$min`` across types, ``$in``, ``$setUnion`` and
   ``$filter`` on null or missing input, ``$ifNull`` with several arguments,
-  ``$add`` keeping 64-bit integers, ``$$NOW``.
+  ``$add`` keeping 64-bit integers, ``$$NOW``;
+- ``$map`` evaluates its ``in`` with these semantics (mongomock's uses its
+  own evaluator), ``$objectToArray`` keeps the document's field order;
+- ``$expr`` in a query filter (find, update, delete, findAndModify) is
+  evaluated here too, not by mongomock's evaluator.
 
 Missing values travel as mongomock does: evaluating a missing field raises
 KeyError, and ``value()`` turns that into the MISSING marker.
@@ -27,6 +31,7 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.son import SON
 from mongomock import OperationFailure
+from mongomock import filtering
 from mongomock import helpers
 from mongomock.aggregate import _Parser
 
@@ -223,6 +228,36 @@ class Expression(_Parser):
         return [item for item in items
                 if truthy(self._with({name: item}).value(arg['cond']))]
 
+    def _map(self, operator, arg):
+        if not isinstance(arg, dict) or 'input' not in arg or 'in' not in arg:
+            raise OperationFailure("Missing 'input' or 'in' parameter to $map", code=16880)
+        items = self.value(arg['input'])
+        if items is MISSING or items is None:
+            return None
+        if not isinstance(items, list):
+            raise OperationFailure('input to $map must be an array not %s'
+                                   % type_name(items), code=16883)
+        name = arg.get('as', 'this')
+        results = (self._with({name: item}).value(arg['in']) for item in items)
+        return [None if v is MISSING else v for v in results]
+
+    def _object_to_array(self, operator, arg):
+        (x,) = self._args(arg, 1)
+        value = self.value(x)
+        if value is MISSING or value is None:
+            return None
+        if not isinstance(value, dict):
+            raise OperationFailure('$objectToArray requires a document input, found: %s'
+                                   % type_name(value), code=40390)
+        return [SON([('k', k), ('v', v)]) for k, v in value.items()]
+
+
+def _query_expr(expression, document, ignore_missing_keys=True):
+    """$expr in a query: the expression's value, as a boolean."""
+    return truthy(Expression(document).value(expression))
+
+
+filtering.register_parse_expression(_query_expr)
 
 
 Expression._HANDLERS = dict(
@@ -232,4 +267,5 @@ Expression._HANDLERS = dict(
        '$isArray': Expression._is_array, '$isNumber': Expression._is_number,
        '$ifNull': Expression._if_null, '$max': Expression._max_min,
        '$min': Expression._max_min, '$add': Expression._add, '$in': Expression._in,
-       '$setUnion': Expression._set_union, '$filter': Expression._filter})
+       '$setUnion': Expression._set_union, '$filter': Expression._filter,
+       '$map': Expression._map, '$objectToArray': Expression._object_to_array})

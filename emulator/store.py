@@ -84,7 +84,10 @@ def updated(doc, update, inserting):
     """The document after an update: a pipeline (list), operators or a
     replacement."""
     if isinstance(update, list):
-        return apply_pipeline(doc, update)
+        try:
+            return apply_pipeline(doc, update)
+        except OperationFailure as error:  # an expression's own error code
+            raise CommandError(error.code or 2, str(error))
     if updates.is_operator_update(update):
         return updates.apply_operators(doc, update, inserting)
     return updates.replace(doc, update)

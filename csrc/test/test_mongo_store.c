@@ -451,6 +451,149 @@ START_TEST(test_foreign_document_is_format_error) {
 }
 END_TEST
 
+/* Documents at a key's _id that are not format-1 reservations, each held
+ * by owner {"", "u"} at its own key. The first six are the cases issue 11
+ * found rewritten or deleted by the owner's own calls. */
+#define NR_ID(k) "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"" k "\"}, "
+#define NR_HEAD(k) NR_ID(k) "\"tenant_id\": \"\", \"key\": \"" k "\", "
+#define NR_OWNER "\"owner\": {\"tenant_id\": \"\", \"id\": \"u\"}, "
+#define NR_LATER "\"expires_at\": {\"$numberLong\": \"9000000000000\"}, "
+static const struct not_reservation {
+  const char *key, *json;
+  bool routed_away; /* tenant_id is not the _id's: on a mongos its shard
+                       key routes elsewhere, so a read by F(key) misses it */
+} not_reservations[] = {
+    {"dbl", NR_HEAD("dbl") NR_OWNER
+     "\"expires_at\": {\"$numberDouble\": \"1.0\"}, \"holds\": [\"x\"]}", false},
+    {"str", NR_HEAD("str") NR_OWNER
+     "\"expires_at\": \"9000000000000\", \"holds\": [\"x\"]}", false},
+    {"dup", NR_HEAD("dup") NR_OWNER NR_LATER "\"holds\": [\"x\", \"x\"]}", false},
+    {"extra", NR_HEAD("extra") NR_OWNER NR_LATER
+     "\"holds\": [\"x\"], \"note\": \"hi\"}", false},
+    {"order", NR_ID("order") "\"key\": \"order\", \"tenant_id\": \"\", "
+     NR_OWNER NR_LATER "\"holds\": [\"x\"]}", false},
+    {"tenant", NR_ID("tenant") "\"tenant_id\": \"elsewhere\", \"key\": \"tenant\", "
+     NR_OWNER NR_LATER "\"holds\": [\"x\"]}", true},
+    {"negver", NR_HEAD("negver") NR_OWNER
+     "\"expires_at\": null, \"version\": {\"$numberLong\": \"-1\"}}", false},
+    {"owner3", NR_HEAD("owner3")
+     "\"owner\": {\"tenant_id\": \"\", \"id\": \"u\", \"x\": 1}, "
+     NR_LATER "\"holds\": [\"x\"]}", false},
+    {"emptyhold", NR_HEAD("emptyhold") NR_OWNER NR_LATER "\"holds\": [\"\"]}", false},
+};
+
+static void id_filter(bson_t *filter, const char *key) {
+  bson_t id;
+  bson_init(filter);
+  bson_append_document_begin(filter, "_id", -1, &id);
+  BSON_APPEND_UTF8(&id, "t", "");
+  BSON_APPEND_UTF8(&id, "n", "email");
+  BSON_APPEND_UTF8(&id, "k", key);
+  bson_append_document_end(filter, &id);
+}
+
+/* The stored bytes of the document at key's _id into out (bson_destroy
+ * it); false when there is none. */
+static bool stored_at(emu_raw_t *r, const char *key, bson_t *out) {
+  bson_t filter;
+  bson_error_t error;
+  const bson_t *doc;
+  bool found;
+
+  id_filter(&filter, key);
+  mongoc_cursor_t *c = mongoc_collection_find_with_opts(r->coll, &filter, NULL, NULL);
+  found = mongoc_cursor_next(c, &doc);
+  if (found)
+    bson_copy_to(doc, out);
+  ck_assert_msg(!mongoc_cursor_error(c, &error), "find: %s", error.message);
+  mongoc_cursor_destroy(c);
+  bson_destroy(&filter);
+  return found;
+}
+
+START_TEST(test_document_not_a_reservation_is_never_written_and_answers_format) {
+  static const char *const op_names[] = {
+      [RESV_OP_RESERVE] = "reserve", [RESV_OP_CONFIRM] = "confirm",
+      [RESV_OP_ABANDON] = "abandon", [RESV_OP_RELEASE] = "release",
+      [RESV_OP_GET] = "get"};
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  resv_type_t *t = test_fresh_type(s, "notres");
+  bool sharded = resv_store_is_sharded(s);
+  char failures[8192] = "";
+  resv_answer_t a = {0};
+  resv_error_t err;
+  emu_raw_t r;
+
+  test_get(t, "setup", &a); /* sets the collection up */
+  resv_answer_clear(&a);
+  emu_raw_open(&r, uri, resv_type_collection(t));
+  for (size_t i = 0; i < sizeof not_reservations / sizeof not_reservations[0]; i++) {
+    const struct not_reservation *nr = &not_reservations[i];
+    bson_error_t error;
+    bson_t *want = bson_new_from_json((const uint8_t *)nr->json, -1, &error);
+    ck_assert_msg(want, "%s: %s", nr->json, error.message);
+    emu_raw_insert(&r, nr->json);
+
+    resv_key_t k = test_key("email", nr->key);
+    resv_owner_t u = test_owner("", "u"), v = test_owner("", "v");
+    resv_request_t calls[] = {
+        {.op = RESV_OP_RESERVE, .key = k, .owner = u, .attempt = resv_cstr("y"),
+         .ttl_ms = 60000},
+        {.op = RESV_OP_RESERVE, .key = k, .owner = u, .attempt = resv_cstr("x"),
+         .ttl_ms = 60000},
+        {.op = RESV_OP_CONFIRM, .key = k, .owner = u, .version = 7},
+        {.op = RESV_OP_ABANDON, .key = k, .owner = u, .attempt = resv_cstr("x")},
+        {.op = RESV_OP_RELEASE, .key = k, .owner = u},
+        {.op = RESV_OP_GET, .key = k},
+        {.op = RESV_OP_RESERVE, .key = k, .owner = v, .attempt = resv_cstr("z"),
+         .ttl_ms = 60000},
+        {.op = RESV_OP_CONFIRM, .key = k, .owner = v, .version = 1},
+    };
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+      resv_request_t *req = &calls[c];
+      bool routed_read = sharded && nr->routed_away &&
+                         (req->op == RESV_OP_GET || req->op == RESV_OP_ABANDON ||
+                          req->op == RESV_OP_RELEASE);
+      /* On a mongos a read by F(key) goes to the shard of the key's
+       * tenant_id, where this document is not: absent. */
+      bool ok = resv_call(t, req, &a, &err);
+      bson_t got;
+
+      bool right = routed_read ? ok && a.status == RESV_ABSENT
+                               : !ok && err.code == RESV_EFORMAT;
+      bool kept = stored_at(&r, nr->key, &got);
+      bool same = kept && got.len == want->len &&
+                  memcmp(bson_get_data(&got), bson_get_data(want),
+                         want->len) == 0;
+      /* Every case is tried, and every wrong one listed. */
+      if (!right || !same) {
+        size_t used = strlen(failures);
+        snprintf(failures + used, sizeof failures - used,
+                 "\n  %s, %s by %s: answered %s%s", nr->key,
+                 op_names[req->op], req->op == RESV_OP_GET ? "anyone" : test_str_is(req->owner.id, "u") ? "u" : "v",
+                 ok ? resv_status_name(a.status) : resv_code_name(err.code),
+                 !kept ? ", deleted it" : !same ? ", rewrote it" : "");
+      }
+      resv_answer_clear(&a);
+      if (kept)
+        bson_destroy(&got);
+      if (!same) { /* put it back for the next call */
+        bson_t filter;
+        id_filter(&filter, nr->key);
+        ck_assert(mongoc_collection_delete_many(r.coll, &filter, NULL, NULL, &error));
+        bson_destroy(&filter);
+        emu_raw_insert(&r, nr->json);
+      }
+    }
+    bson_destroy(want);
+  }
+  ck_assert_msg(failures[0] == '\0', "%s", failures);
+  emu_raw_close(&r);
+  resv_store_close(s);
+}
+END_TEST
+
 /* The database: the option, else the URI's, else "resv". */
 static void expect_database(const char *uri, const char *option, const char *want) {
   resv_options_t o = {.uri = uri, .database = option, .threads = 1};
@@ -669,6 +812,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_churn_on_hot_keys_stays_coherent);
   tcase_add_test(tc, test_other_format_is_refused_and_nothing_written);
   tcase_add_test(tc, test_foreign_document_is_format_error);
+  tcase_add_test(tc, test_document_not_a_reservation_is_never_written_and_answers_format);
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
   tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
   tcase_add_test(tc, test_password_never_shows);

@@ -102,5 +102,76 @@ class ExpressionTest(EmulatorTest):
         self.assertEqual(list(owner), ['tenant_id', 'id'])
 
 
+class DocumentShapeExpressionTest(EmulatorTest):
+    """The expressions the store's conformance predicate uses, in a query's
+    $expr (mongo_decode.c, resv__mongo_conforms_new).
+
+    MongoDB manual (6.0): "$expr" "allows the use of aggregation
+    expressions within the query language" (find, update, delete and
+    findAndModify filters); "$objectToArray" "converts a document to an
+    array ... Each element in the return array is a document that contains
+    two fields k and v", one per top-level field in the document's order,
+    null for a null or missing argument, error 40390 for a non-document;
+    "$map" "applies an expression to each item in an array", the item
+    bound to $$this unless "as" names it; "$setUnion" "filters out
+    duplicates in its result"; "$type" names BSON types ("int", "long",
+    "double", "string", "object", "array", "null", "missing").
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.coll.insert_many([
+            SON([('_id', 1), ('owner', SON([('tenant_id', ''), ('id', 'u')])),
+                 ('expires_at', Int64(9)), ('holds', ['a', 'a'])]),
+            SON([('_id', 2), ('expires_at', None)]),
+            SON([('_id', 3), ('expires_at', 9.5)]),
+        ])
+
+    def evaluate(self, expression, _id):
+        self.coll.update_one({'_id': _id}, [{'$set': {'r': expression}}])
+        return self.coll.find_one({'_id': _id}).get('r', 'MISSING')
+
+    def ids(self, expression):
+        return sorted(d['_id'] for d in self.coll.find({'$expr': expression}))
+
+    def test_expr_in_a_query_has_aggregation_semantics(self):
+        # Missing is not null under $eq; $type tells a double from a long.
+        self.assertEqual(self.ids({'$eq': ['$expires_at', None]}), [2])
+        self.assertEqual(self.ids({'$eq': [{'$type': '$expires_at'}, 'double']}), [3])
+        self.assertEqual(self.ids({'$in': [{'$type': '$expires_at'}, ['int', 'long']]}), [1])
+        result = self.coll.update_one({'$expr': {'$eq': [{'$type': '$expires_at'}, 'null']}},
+                                      {'$set': {'seen': True}})
+        self.assertEqual(result.matched_count, 1)
+        self.assertEqual(self.coll.delete_one({'_id': 3, '$expr': False}).deleted_count, 0)
+        self.assertEqual(self.coll.find_one_and_update(
+            {'_id': 1, '$expr': {'$eq': ['$owner.id', 'v']}}, {'$set': {'x': 1}}), None)
+
+    def test_object_to_array_keeps_field_order(self):
+        # First, before r (where evaluate stores its result) is a field too.
+        names = self.evaluate({'$map': {'input': {'$objectToArray': '$$ROOT'}, 'in': '$$this.k'}}, 1)
+        self.assertEqual(names, ['_id', 'owner', 'expires_at', 'holds'])
+        pairs = self.evaluate({'$objectToArray': '$owner'}, 1)
+        self.assertEqual(pairs, [SON([('k', 'tenant_id'), ('v', '')]), SON([('k', 'id'), ('v', 'u')])])
+        self.assertEqual([list(p) for p in pairs], [['k', 'v'], ['k', 'v']])
+        self.assertIsNone(self.evaluate({'$objectToArray': '$owner'}, 2))
+        self.assertIsNone(self.evaluate({'$objectToArray': None}, 2))
+        with self.assertRaises(Exception) as raised:
+            self.evaluate({'$objectToArray': '$expires_at'}, 1)
+        self.assertEqual(getattr(raised.exception, 'code', None), 40390)
+
+    def test_map_evaluates_its_in_with_these_semantics(self):
+        shape = self.evaluate({'$map': {'input': {'$objectToArray': '$$ROOT'},
+                                        'in': ['$$this.k', {'$type': '$$this.v'}]}}, 1)
+        self.assertEqual(shape, [['_id', 'int'], ['owner', 'object'],
+                                 ['expires_at', 'long'], ['holds', 'array']])
+        self.assertEqual(self.evaluate({'$map': {'input': '$holds', 'as': 'h',
+                                                 'in': {'$eq': ['$$h', 'a']}}}, 1), [True, True])
+        self.assertIsNone(self.evaluate({'$map': {'input': '$holds', 'in': 1}}, 2))
+
+    def test_set_union_of_one_array_drops_duplicates(self):
+        self.assertEqual(self.evaluate({'$size': {'$setUnion': ['$holds']}}, 1), 1)
+        self.assertEqual(self.evaluate({'$size': '$holds'}, 1), 2)
+
+
 if __name__ == '__main__':
     unittest.main()
