@@ -64,6 +64,39 @@ static void set_default_ms(mongoc_uri_t *uri, const char *option,
     mongoc_uri_set_option_as_int32(uri, option, ms);
 }
 
+/* The write concern every command carries (SPEC section 12): "majority"
+ * unless the write_concern option, or else the URI, names another w (the
+ * URI's wtimeoutMS and journal are kept). A w of 0 (unacknowledged) is
+ * refused wherever it comes from. Fails with RESV_EINVALID. */
+static bool set_write_concern(resv__mongo_t *m, int32_t option,
+                              resv_error_t *err) {
+  const mongoc_write_concern_t *given = mongoc_uri_get_write_concern(m->uri);
+  int32_t w = given ? mongoc_write_concern_get_w(given)
+                    : MONGOC_WRITE_CONCERN_W_DEFAULT;
+  mongoc_write_concern_t *wc;
+
+  if (w == MONGOC_WRITE_CONCERN_W_UNACKNOWLEDGED ||
+      w == MONGOC_WRITE_CONCERN_W_ERRORS_IGNORED)
+    return resv__fail(err, RESV_EINVALID,
+                      "uri: w=0 (unacknowledged writes) cannot tell a "
+                      "reservation from a conflict; use w=majority or "
+                      "w>=1");
+  if (option < RESV_WRITE_MAJORITY)
+    return resv__fail(err, RESV_EINVALID,
+                      "write_concern: \"majority\" or an integer >= 1, "
+                      "got %d",
+                      (int)option);
+  wc = given ? mongoc_write_concern_copy(given) : mongoc_write_concern_new();
+  if (option >= 1)
+    mongoc_write_concern_set_w(wc, option);
+  else if (option == RESV_WRITE_MAJORITY || w == MONGOC_WRITE_CONCERN_W_DEFAULT)
+    mongoc_write_concern_set_wmajority(
+        wc, (int32_t)mongoc_write_concern_get_wtimeout_int64(wc));
+  mongoc_uri_set_write_concern(m->uri, wc);
+  mongoc_write_concern_destroy(wc);
+  return true;
+}
+
 static void describe_hosts(resv__mongo_t *m) {
   const mongoc_host_list_t *host = mongoc_uri_get_hosts(m->uri);
   size_t used = 0;
@@ -255,6 +288,10 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
   mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, options->threads);
+  if (!set_write_concern(m, options->write_concern, err)) {
+    mongo_destroy(m);
+    return NULL;
+  }
   describe_hosts(m);
 
   if (!check_server(m, err)) {

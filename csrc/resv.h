@@ -106,6 +106,9 @@ typedef enum resv_sharding {
   RESV_SHARDING_OFF = 1
 } resv_sharding_t;
 
+/* resv_options_t.write_concern: w "majority". */
+typedef enum resv_write_concern { RESV_WRITE_MAJORITY = -1 } resv_write_concern_t;
+
 /* Options of resv_store_open. A zero field takes its default. */
 typedef struct resv_options {
   const char *uri;      /* NUL-terminated MongoDB URI; NULL or "": in memory */
@@ -115,6 +118,12 @@ typedef struct resv_options {
   int32_t queue;        /* most jobs waiting; default 1024 */
   int32_t timeout_ms;   /* each call's deadline; default 5000 */
   int32_t max_string;   /* longest string in bytes; default 1024 */
+  /* MongoDB: the write concern's w. 0 (default): the URI's w when it names
+   * one, else "majority"; RESV_WRITE_MAJORITY: "majority" whatever the URI
+   * says; n >= 1: w: n. Anything else, and a URI asking w=0, is
+   * RESV_EINVALID: an unacknowledged write cannot tell reserved from
+   * conflict. */
+  int32_t write_concern;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */

@@ -460,7 +460,7 @@ end
 
 local OPTIONS = {
   uri = true, database = true, sharding = true, threads = true,
-  queue = true, timeout_ms = true, max_string = true,
+  queue = true, timeout_ms = true, max_string = true, write_concern = true,
 }
 
 local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
@@ -502,6 +502,17 @@ local function fill_options(o, opts)
                      .. tostring(opts.sharding))
     end
     o.sharding = mode
+  end
+  local wc = opts.write_concern
+  if wc == "majority" then
+    o.write_concern = C.RESV_WRITE_MAJORITY
+  elseif wc ~= nil then
+    -- C takes 0 for "the default", so 0 (w: 0) is refused here.
+    local n
+    n, err = check_integer("write_concern", wc, 1, MAX_INT32,
+                           '"majority" or an integer from 1 to ' .. MAX_INT32)
+    if not n then return err end
+    o.write_concern = n
   end
   local limits = {
     { "threads", 1, 1024 },

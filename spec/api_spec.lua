@@ -14,7 +14,7 @@ describe("resv.open", function()
   it("takes every documented option", function()
     local store, err = resv.open {
       database = "app", sharding = "off", threads = 2, queue = 16,
-      timeout_ms = 1000, max_string = 64,
+      timeout_ms = 1000, max_string = 64, write_concern = "majority",
     }
     assert.is_nil(err)
     store:close()
@@ -38,6 +38,10 @@ describe("resv.open", function()
     { "timeout_ms zero", { timeout_ms = 0 } },
     { "timeout_ms over int32", { timeout_ms = 2 ^ 31 } },
     { "max_string zero", { max_string = 0 } },
+    { "write_concern 0 (unacknowledged)", { write_concern = 0 } },
+    { "write_concern negative", { write_concern = -1 } },
+    { "write_concern unknown", { write_concern = "all" } },
+    { "write_concern fraction", { write_concern = 1.5 } },
   }
   for _, case in ipairs(bad) do
     it("refuses " .. case[1] .. " as invalid", function()

@@ -594,6 +594,74 @@ START_TEST(test_document_not_a_reservation_is_never_written_and_answers_format) 
 }
 END_TEST
 
+/* The w the backend opened on uri (with the write_concern option) sends
+ * with every command: MONGOC_WRITE_CONCERN_W_MAJORITY, a number, or
+ * INT32_MIN when the open failed (err says why). */
+static int32_t opened_w(const char *uri, int32_t option, resv_error_t *err) {
+  resv_options_t o = {.uri = uri, .threads = 1, .timeout_ms = 5000,
+                      .write_concern = option};
+  const resv__backend_ops_t *ops;
+  char database[RESV__MAX_NAMESPACE] = "";
+  resv__mongo_t *m =
+      resv__mongo_open(&o, database, sizeof database, &ops, err);
+  int32_t w;
+
+  if (!m)
+    return INT32_MIN;
+  w = mongoc_write_concern_get_w(mongoc_uri_get_write_concern(m->uri));
+  ops->destroy(m);
+  return w;
+}
+
+/* uri with one more option ("w=2"), into out. */
+static void uri_with(const char *uri, const char *option, char *out, size_t size) {
+  snprintf(out, size, "%s%s%s", uri, strchr(uri, '?') ? "&" : (strchr(uri + 10, '/') ? "?" : "/?"),
+           option);
+}
+
+START_TEST(test_writes_are_majority_unless_write_concern_says_otherwise) {
+  const char *uri = test_mongo_uri();
+  char with_w[512];
+  resv_error_t err;
+
+  ck_assert_int_eq(opened_w(uri, 0, &err), MONGOC_WRITE_CONCERN_W_MAJORITY);
+  ck_assert_int_eq(opened_w(uri, RESV_WRITE_MAJORITY, &err),
+                   MONGOC_WRITE_CONCERN_W_MAJORITY);
+  ck_assert_int_eq(opened_w(uri, 1, &err), 1);
+  ck_assert_int_eq(opened_w(uri, 3, &err), 3);
+  /* A w the URI names is kept, unless the option says otherwise. */
+  uri_with(uri, "w=2", with_w, sizeof with_w);
+  ck_assert_int_eq(opened_w(with_w, 0, &err), 2);
+  ck_assert_int_eq(opened_w(with_w, RESV_WRITE_MAJORITY, &err),
+                   MONGOC_WRITE_CONCERN_W_MAJORITY);
+  ck_assert_int_eq(opened_w(with_w, 1, &err), 1);
+  /* Unacknowledged writes cannot tell reserved from conflict. */
+  ck_assert_int_eq(opened_w(uri, -2, &err), INT32_MIN);
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "write_concern"), "%s", err.message);
+  uri_with(uri, "w=0", with_w, sizeof with_w);
+  ck_assert_int_eq(opened_w(with_w, 0, &err), INT32_MIN);
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "w=0"), "%s", err.message);
+  ck_assert_int_eq(opened_w(with_w, RESV_WRITE_MAJORITY, &err), INT32_MIN);
+
+  /* And the store works with each accepted one. */
+  for (int32_t w = RESV_WRITE_MAJORITY; w <= 1; w++) {
+    resv_options_t o = {.threads = 1, .write_concern = w};
+    resv_store_t *s;
+    resv_answer_t a = {0};
+    if (w == 0)
+      continue;
+    s = emu_open(uri, o);
+    resv_type_t *t = test_fresh_type(s, "wc");
+    test_reserve(t, "k", "u", "a", 60000, &a);
+    ck_assert_int_eq(a.status, RESV_RESERVED);
+    resv_answer_clear(&a);
+    resv_store_close(s);
+  }
+}
+END_TEST
+
 /* The database: the option, else the URI's, else "resv". */
 static void expect_database(const char *uri, const char *option, const char *want) {
   resv_options_t o = {.uri = uri, .database = option, .threads = 1};
@@ -814,6 +882,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_foreign_document_is_format_error);
   tcase_add_test(tc, test_document_not_a_reservation_is_never_written_and_answers_format);
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
+  tcase_add_test(tc, test_writes_are_majority_unless_write_concern_says_otherwise);
   tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
   tcase_add_test(tc, test_password_never_shows);
   tcase_set_timeout(tc, 60);
