@@ -76,10 +76,19 @@ def hello(request):
     reply = SON()
     if command.get('helloOk') or request.name == 'hello':
         reply['helloOk'] = True
-    reply[primary_field] = True
+    rs = emulator.replset
+    if rs is not None:
+        version = command.get('topologyVersion')
+        if isinstance(version, dict) and command.get('maxAwaitTimeMS') is not None:
+            rs.await_hello(emulator, version, int(command['maxAwaitTimeMS']))
+        fields = rs.hello_fields(emulator)
+        reply[primary_field] = 'electionId' in fields
+        reply.update(fields)
+    else:
+        reply[primary_field] = True
     if emulator.mongos:
         reply['msg'] = 'isdbgrid'
-    else:
+    elif rs is None:
         reply.update([('hosts', [address]), ('setName', 'rs0'), ('setVersion', 1),
                       ('secondary', False), ('primary', address), ('me', address),
                       ('electionId', ObjectId('7fffffff0000000000000001'))])
@@ -111,6 +120,62 @@ def configure_fail_point(request):
     return SON([('count', request.emulator.failpoints.configure(request.command))])
 
 
+def repl_set_step_down(request):
+    """replSetStepDown: seconds (default 60) the node may not be re-elected;
+    secondaryCatchUpPeriodSecs is met at once (the secondary is caught up),
+    force steps down with no electable secondary."""
+    rs = request.emulator.replset
+    if rs is None:
+        raise CommandError(76, 'not running with --replSet')
+    if request.database != 'admin':
+        raise CommandError(13, 'replSetStepDown may only be run against the admin database.')
+    seconds = request.command[request.name]
+    seconds = 60 if seconds is True else float(seconds)
+    rs.step_down(request.emulator, seconds, bool(request.command.get('force')))
+    return SON()
+
+
+def repl_set_get_status(request):
+    rs = request.emulator.replset
+    if rs is None:
+        raise CommandError(76, 'not running with --replSet')
+    status = rs.status()
+    status['myState'] = 1 if request.emulator is rs.primary else 2
+    return status
+
+
+def emulator_control(request):
+    """The tests' hand on a replica set (not a MongoDB command):
+    {emulatorControl: "kill" | "restart", member: index | "host:port" |
+    "primary"}, {emulatorControl: "lag", ms: N}, {emulatorControl: "status"}.
+    A member killed by its own connection dies once the reply is sent."""
+    rs = request.emulator.replset
+    if rs is None:
+        return command_not_found(request)
+    if request.database != 'admin':
+        raise CommandError(13, 'emulatorControl may only be run against the admin database.')
+    action = request.command[request.name]
+    if action == 'kill':
+        member = rs.member(request.command.get('member', 'primary'))
+        if member is None:
+            raise CommandError(2, 'no primary to kill')
+        if member is request.emulator:
+            request.connection.after_reply.append(lambda: rs.kill(member))
+        else:
+            rs.kill(member)
+        return SON([('killed', member.address)])
+    if action == 'restart':
+        member = rs.member(request.command.get('member'))
+        rs.restart(member)
+        return SON([('restarted', member.address)])
+    if action == 'lag':
+        rs.set_lag(float(request.command.get('ms', 0)))
+        return SON()
+    if action == 'status':
+        return rs.status()
+    raise CommandError(2, 'emulatorControl: unknown action %r' % (action,))
+
+
 # -- collections --------------------------------------------------------------
 
 def create(request):
@@ -138,7 +203,7 @@ def drop(request):
 
 def drop_database(request):
     with request.store.lock:
-        request.store.databases.pop(request.database, None)
+        request.store.drop_database(request.database)
     return SON([('dropped', request.database)])
 
 
@@ -405,6 +470,8 @@ HANDLERS = {
     'hello': hello, 'isMaster': hello, 'ismaster': hello,
     'ping': ping, 'buildInfo': build_info, 'buildinfo': build_info,
     'endSessions': end_sessions, 'configureFailPoint': configure_fail_point,
+    'replSetStepDown': repl_set_step_down, 'replSetGetStatus': repl_set_get_status,
+    'emulatorControl': emulator_control,
     'create': create, 'drop': drop, 'dropDatabase': drop_database,
     'listCollections': list_collections, 'listIndexes': list_indexes,
     'createIndexes': create_indexes, 'listDatabases': list_databases,

@@ -1,9 +1,13 @@
 """Command line entry point: start the emulator for a test run.
 
-    /usr/bin/python3 emulator/run.py [--mongos] [--port N] [--ignore-stdin]
+    /usr/bin/python3 emulator/run.py [--mongos | --replset [--lag-ms N]
+                                     [--election-timeout-ms N]]
+                                     [--port N] [--ignore-stdin]
 
-Prints exactly one line, ``mongodb://127.0.0.1:PORT/``, once it accepts
-connections, then serves until SIGTERM or SIGINT, or until its standard
+Prints exactly one line, ``mongodb://127.0.0.1:PORT/`` (with --replset the
+seed list of the three members, ``mongodb://127.0.0.1:P1,127.0.0.1:P2,
+127.0.0.1:P3/?replicaSet=rs0``; --port is then the first of three
+consecutive ports), once it accepts connections, then serves until SIGTERM or SIGINT, or until its standard
 input reaches end of file, so a test harness that dies (and so closes the
 pipe) never leaves it running. ``--ignore-stdin`` serves on when stdin is
 /dev/null, e.g. when started in the background by a shell script.
@@ -17,12 +21,19 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from emulator.replset import ReplicaSet  # noqa: E402
 from emulator.server import Emulator  # noqa: E402
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description='MongoDB emulator for resv tests')
     parser.add_argument('--mongos', action='store_true', help='act as a mongos')
+    parser.add_argument('--replset', action='store_true',
+                        help='run a replica set of three members')
+    parser.add_argument('--lag-ms', type=float, default=0,
+                        help='replica set: replication lag of the secondaries')
+    parser.add_argument('--election-timeout-ms', type=float, default=300,
+                        help='replica set: time without a primary before an election')
     parser.add_argument('--port', type=int, default=0, help='port (0: any free port)')
     parser.add_argument('--ignore-stdin', action='store_true',
                         help='do not stop when stdin reaches end of file')
@@ -33,7 +44,12 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
 
-    emulator = Emulator(port=args.port, mongos=args.mongos, verbose=args.verbose).start()
+    if args.replset:
+        ports = [args.port + i for i in range(3)] if args.port else None
+        emulator = ReplicaSet(lag_ms=args.lag_ms, election_timeout_ms=args.election_timeout_ms,
+                              ports=ports, verbose=args.verbose).start()
+    else:
+        emulator = Emulator(port=args.port, mongos=args.mongos, verbose=args.verbose).start()
     sys.stdout.write(emulator.uri + '\n')
     sys.stdout.flush()
 

@@ -19,14 +19,16 @@ Usage::
 
 import collections
 import itertools
+import select
 import socket
+import struct
 import sys
 import threading
 import traceback
 
 from bson.son import SON
-from mockupdb import (OP_MSG_FLAGS, Command, MockupDB, OpMsg, OpMsgReply, OpReply,
-                      mock_server_receive_request)
+from mockupdb import (OP_MSG, OP_MSG_FLAGS, OPCODES, Command, MockupDB, OpMsg, OpMsgReply,
+                      OpReply, bind_tcp_socket, mock_server_receive)
 
 from .commands import Request, handler_for
 from .errors import CommandError
@@ -39,6 +41,13 @@ CLOSE_CONNECTION = object()
 
 _RETRY_MEMORY = 10000  # answers of retryable writes kept for a retry
 
+# What a secondary refuses (NotWritablePrimary) and what it serves only with
+# secondaryOk (NotPrimaryNoSecondaryOk); writes wait for their write concern.
+REPLICATED_WRITES = WRITE_COMMANDS | {'create', 'drop', 'dropDatabase', 'createIndexes',
+                                      'dropIndexes'}
+READ_COMMANDS = {'find', 'count', 'aggregate', 'distinct', 'listCollections',
+                 'listIndexes', 'listDatabases'}
+
 
 class Connection:
     """What the server knows about one client connection."""
@@ -46,16 +55,19 @@ class Connection:
     def __init__(self, connection_id):
         self.id = connection_id
         self.app_name = None
+        self.after_reply = []  # called once the reply is sent (e.g. a kill)
 
 
 class Emulator(MockupDB):
-    """A MongoDB 6.0 replica-set primary ("rs0") or, with mongos=True, a
-    mongos, listening on 127.0.0.1."""
+    """A MongoDB 6.0 replica-set primary ("rs0"), with mongos=True a mongos,
+    or, made by replset.ReplicaSet, a member of a three-member set,
+    listening on 127.0.0.1."""
 
-    def __init__(self, port=0, mongos=False, verbose=False):
+    def __init__(self, port=0, mongos=False, verbose=False, replset=None):
         super().__init__(port=port or None, verbose=False, request_timeout=int(1e6))
         self._address = ('127.0.0.1', port or 0)
         self.mongos = mongos
+        self.replset = replset
         self.log_errors = verbose
         self.store = Store()
         self.failpoints = FailPoints()
@@ -64,18 +76,51 @@ class Emulator(MockupDB):
         self._stopping = threading.Event()
         self._retries = collections.OrderedDict()
         self._retries_lock = threading.Lock()
+        self._clients = set()
+        self._clients_lock = threading.Lock()
+        self._listener = None
 
     # -- life cycle -----------------------------------------------------------
 
     def start(self):
         """Start listening; returns self."""
-        self.run()
+        self.listen()
         return self
 
     def stop(self):
         """Stop listening and close every connection."""
         self._stopping.set()
-        super().stop()
+        self._stopped = True
+        self.unlisten()
+
+    def listen(self):
+        """Bind the port (the same one again after unlisten) and accept."""
+        sock, self._address = bind_tcp_socket(self._address)
+        self._listener = sock
+        threading.Thread(target=self._accept_loop, args=(sock,), daemon=True,
+                         name='accept %d' % self.port).start()
+
+    def unlisten(self):
+        """Close the port and every connection, as a dying process does."""
+        sock, self._listener = self._listener, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # stops listening at once (Linux)
+            except OSError:
+                pass
+            sock.close()
+        with self._clients_lock:
+            clients, self._clients = self._clients, set()
+        for client in clients:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def reset_process_state(self):
+        """A restarted process: no cursors, no fail points."""
+        self.cursors = {}
+        self.failpoints = FailPoints()
 
     @property
     def address(self):
@@ -83,23 +128,43 @@ class Emulator(MockupDB):
 
     @property
     def uri(self):
+        if self.replset is not None:
+            return self.replset.uri
         return 'mongodb://%s/' % self.address
 
     # -- connections ------------------------------------------------------------
 
+    def _accept_loop(self, listener):
+        while self._listener is listener:
+            try:
+                ready, _, _ = select.select([listener], [], [], 0.2)
+                if not ready or self._listener is not listener:
+                    continue
+                client, client_addr = listener.accept()
+            except (OSError, ValueError):
+                break
+            client.setblocking(True)
+            with self._clients_lock:
+                self._clients.add(client)
+            threading.Thread(target=self._server_loop, args=(client, client_addr),
+                             daemon=True).start()
+
     def _server_loop(self, client, client_addr):
         """Serve one connection: read a command, answer it, repeat."""
         connection = Connection(next(self._connection_ids))
+        listener = self._listener
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            while not self._stopped and not self._stopping.is_set():
+            while not self._stopping.is_set() and self._listener is listener:
                 try:
-                    request = mock_server_receive_request(client, self)
+                    request = _receive_request(client, self)
                 except Exception:  # the client hung up, or sent what we cannot read
                     break
                 if not isinstance(request, (OpMsg, Command)):
                     break  # legacy find/insert/... opcodes: not supported
-                reply = self.execute(request.namespace, request.doc, connection)
+                secondary_ok = bool(getattr(request, 'flags', 0) & 4) \
+                    if isinstance(request, Command) else False
+                reply = self.execute(request.namespace, request.doc, connection, secondary_ok)
                 if reply is CLOSE_CONNECTION:
                     break
                 if isinstance(request, OpMsg):
@@ -109,23 +174,41 @@ class Emulator(MockupDB):
                 else:
                     data = OpReply(reply).reply_bytes(request)
                 client.sendall(data)
+                while connection.after_reply:
+                    connection.after_reply.pop(0)()
         except OSError:
             pass
         finally:
+            with self._clients_lock:
+                self._clients.discard(client)
             try:
                 client.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             client.close()
 
+    # -- retryable writes -------------------------------------------------------
+
+    def remember_retry(self, key, reply):
+        with self._retries_lock:
+            self._retries[key] = SON(reply)
+            if len(self._retries) > _RETRY_MEMORY:
+                self._retries.popitem(last=False)
+
+    def clear_retries(self):
+        with self._retries_lock:
+            self._retries.clear()
+
     # -- commands ----------------------------------------------------------------
 
-    def execute(self, database, command, connection):
+    def execute(self, database, command, connection, secondary_ok=False):
         """Run one command and return its reply document (or
         CLOSE_CONNECTION)."""
         command = to_son(command)
         if next(iter(command), None) == '$query':  # OP_QUERY with read preference
+            secondary_ok |= _secondary_ok(command.get('$readPreference'))
             command = command['$query']
+        secondary_ok |= _secondary_ok(command.get('$readPreference'))
         if not command:
             return _error_reply(CommandError(59, 'no such command: \'\''))
         name = next(iter(command))
@@ -142,10 +225,34 @@ class Emulator(MockupDB):
         retry_key = None
         if name in WRITE_COMMANDS and 'txnNumber' in command and 'lsid' in command:
             retry_key = (id_key(command['lsid']), int(command['txnNumber']), name)
+
+        rs = self.replset
+        if rs is None:
+            reply = self._run(name, database, command, connection, retry_key)
+        else:
+            # A write runs whole under the set's lock, so no election or
+            # kill falls between its data change and its retry record.
+            with rs.lock:
+                failure = self._member_refuses(name, command, secondary_ok)
+                if failure is not None:
+                    return failure
+                reply = self._run(name, database, command, connection, retry_key)
+                if name in REPLICATED_WRITES and reply.get('ok'):
+                    concern = rs.wait_for_write_concern(self, command.get('writeConcern'))
+                    if concern == 'closed':
+                        return CLOSE_CONNECTION
+                    if concern is not None:
+                        reply = SON(reply)
+                        reply['writeConcernError'] = concern
+        if action is not None and action.write_concern_error:
+            action.attach_write_concern_error(reply, name, command)
+        return reply
+
+    def _run(self, name, database, command, connection, retry_key):
+        if retry_key is not None:
             with self._retries_lock:
                 if retry_key in self._retries:
-                    return self._retries[retry_key]
-
+                    return SON(self._retries[retry_key])
         try:
             reply = handler_for(name)(Request(self, connection, database, command))
             reply['ok'] = 1.0
@@ -158,16 +265,52 @@ class Emulator(MockupDB):
 
         if retry_key is not None and reply.get('ok'):
             # Remember the write's own outcome: a retry of it is answered
-            # from here, and a fault attached below (a writeConcernError)
+            # from here, and a fault attached later (a writeConcernError)
             # belongs to this reply only, as on MongoDB, where the retry
-            # waits for the write concern afresh.
-            with self._retries_lock:
-                self._retries[retry_key] = SON(reply)
-                if len(self._retries) > _RETRY_MEMORY:
-                    self._retries.popitem(last=False)
-        if action is not None and action.write_concern_error:
-            action.attach_write_concern_error(reply, name, command)
+            # waits for the write concern afresh. A replica set replicates
+            # it with the data (config.transactions).
+            if self.replset is not None:
+                self.replset.record_retry(self, retry_key, reply)
+            else:
+                self.remember_retry(retry_key, reply)
         return reply
+
+    def _member_refuses(self, name, command, secondary_ok):
+        """A secondary's answer to a write, or to a read without
+        secondaryOk (lock held); None when the command may run."""
+        if self is self.replset.primary:
+            return None
+        if name in REPLICATED_WRITES:
+            error = _error_reply(CommandError(10107, 'not primary'))
+            if name in WRITE_COMMANDS and 'txnNumber' in command:
+                error['errorLabels'] = ['RetryableWriteError']
+            return error
+        if name in READ_COMMANDS and not secondary_ok:
+            return _error_reply(CommandError(13435, 'not primary and secondaryOk=false'))
+        return None
+
+
+_EXHAUST_ALLOWED = 1 << 16  # OP_MSG flag of awaitable hello; mockupdb rejects it
+
+
+def _receive_request(client, server):
+    """mockupdb's mock_server_receive_request, but an OP_MSG's exhaustAllowed
+    flag is dropped first: the emulator never streams (no moreToCome), which
+    the streaming protocol allows, so the driver sends its next hello."""
+    header = mock_server_receive(client, 16)
+    length, request_id, _, opcode = struct.unpack('<iiii', header)
+    body = mock_server_receive(client, length - 16)
+    if opcode not in OPCODES:
+        raise NotImplementedError('opcode %d' % opcode)
+    if opcode == OP_MSG:
+        flags, = struct.unpack('<I', body[:4])
+        body = struct.pack('<I', flags & ~_EXHAUST_ALLOWED) + body[4:]
+    return OPCODES[opcode].unpack(body, client, server, request_id)
+
+
+def _secondary_ok(read_preference):
+    return isinstance(read_preference, dict) and \
+        read_preference.get('mode', 'primary') != 'primary'
 
 
 def _error_reply(error):

@@ -9,6 +9,13 @@ MongoDB's type bracketing. One lock guards all data: every insert, update,
 delete and findAndModify runs whole under it, which makes each one atomic
 like MongoDB's single-document writes (connections still run concurrently;
 only the data step is serialized).
+
+A member of a replica set (replset.py) gives its store a journal: every
+change is first offered to it as an oplog entry (``('put', db, coll, key,
+doc)``, ``('del', db, coll, key)``, ``('create', db, coll)``, ``('drop', db,
+coll)``, ``('dropdb', db)``), which records it or refuses it (a member that
+is no longer primary), and the other members replay the entries with
+Store.apply.
 """
 
 import copy
@@ -27,10 +34,15 @@ from .pipeline import apply_pipeline
 class Collection:
     """One collection's documents: id_key(_id) -> SON document."""
 
-    def __init__(self, database, name):
+    def __init__(self, database, name, store=None):
         self.database = database
         self.name = name
         self.documents = {}
+        self.store = store
+
+    def _journal(self, *entry):
+        if self.store is not None and self.store.journal is not None:
+            self.store.journal(entry)
 
     @property
     def namespace(self):
@@ -61,15 +73,20 @@ class Collection:
         key = id_key(doc['_id'])
         if key in self.documents:
             raise duplicate_key(self.namespace, doc['_id'])
+        self._journal('put', self.database, self.name, key, doc)
         self.documents[key] = doc
         return doc
 
     def replace(self, old, new):
         """Store new in place of old (same _id)."""
-        self.documents[id_key(old['_id'])] = new
+        key = id_key(old['_id'])
+        self._journal('put', self.database, self.name, key, new)
+        self.documents[key] = new
 
     def remove(self, doc):
-        del self.documents[id_key(doc['_id'])]
+        key = id_key(doc['_id'])
+        self._journal('del', self.database, self.name, key)
+        del self.documents[key]
 
 
 def sort_documents(docs, sort):
@@ -96,9 +113,10 @@ def updated(doc, update, inserting):
 class Store:
     """All databases. Call the write methods with the lock held."""
 
-    def __init__(self):
-        self.lock = threading.RLock()
+    def __init__(self, lock=None, journal=None):
+        self.lock = lock or threading.RLock()
         self.databases = {}  # name -> {collection name -> Collection}
+        self.journal = journal  # called with each change before it is made
 
     def collection(self, database, name, create=False):
         """The collection, or None if it does not exist and create is false."""
@@ -106,12 +124,43 @@ class Store:
         if collections is None or name not in collections:
             if not create:
                 return None
+            if self.journal is not None:
+                self.journal(('create', database, name))
             collections = self.databases.setdefault(database, {})
-            collections[name] = Collection(database, name)
+            collections[name] = Collection(database, name, self)
         return collections[name]
 
     def drop(self, database, name):
-        return self.databases.get(database, {}).pop(name, None) is not None
+        if name not in self.databases.get(database, {}):
+            return False
+        if self.journal is not None:
+            self.journal(('drop', database, name))
+        del self.databases[database][name]
+        return True
+
+    def drop_database(self, database):
+        if database in self.databases and self.journal is not None:
+            self.journal(('dropdb', database))
+        self.databases.pop(database, None)
+
+    def apply(self, entry):
+        """Replay one journal entry of another member (no journal call)."""
+        kind, database = entry[0], entry[1]
+        if kind == 'dropdb':
+            self.databases.pop(database, None)
+            return
+        name = entry[2]
+        collections = self.databases.setdefault(database, {})
+        if kind == 'drop':
+            collections.pop(name, None)
+            return
+        collection = collections.get(name)
+        if collection is None:
+            collection = collections[name] = Collection(database, name, self)
+        if kind == 'put':
+            collection.documents[entry[3]] = entry[4]
+        elif kind == 'del':
+            collection.documents.pop(entry[3], None)
 
     def find(self, database, name, query, sort=None):
         collection = self.collection(database, name)

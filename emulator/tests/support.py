@@ -48,22 +48,25 @@ class EmulatorTest(unittest.TestCase):
         self.coll = self.db.reservations
 
 
-def raw_command(address, database, command, op_query=False, more_to_come=False):
-    """Send one command on a new socket, as OP_MSG (or legacy OP_QUERY) and
-    return the decoded reply (None when moreToCome asks for none)."""
+def raw_command(address, database, command, op_query=False, more_to_come=False,
+                secondary_ok=False):
+    """Send one command on a new socket, as OP_MSG (or legacy OP_QUERY,
+    optionally with the secondaryOk flag) and return the decoded reply
+    (None when moreToCome asks for none)."""
     host, port = address.split(':')
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(encode_command(database, command, op_query, more_to_come))
+        sock.sendall(encode_command(database, command, op_query, more_to_come, secondary_ok))
         if more_to_come:
             sock.sendall(encode_command('admin', {'ping': 1}))
             return None if read_reply(sock).get('ok') == 1 else 'failed'
         return read_reply(sock)
 
 
-def encode_command(database, command, op_query=False, more_to_come=False):
+def encode_command(database, command, op_query=False, more_to_come=False,
+                   secondary_ok=False):
     command = SON(command)
     if op_query:
-        body = struct.pack('<i', 0) + (database + '.$cmd').encode() + b'\0'
+        body = struct.pack('<i', 4 if secondary_ok else 0) + (database + '.$cmd').encode() + b'\0'
         body += struct.pack('<ii', 0, -1) + bson.BSON.encode(command)
         opcode = 2004
     else:

@@ -1,0 +1,114 @@
+"""Replication lag, write concern and rollback in the replica set (the
+model in emulator/README.md, "Replica set").
+
+MongoDB's documentation followed:
+- write concern, https://www.mongodb.com/docs/manual/reference/write-concern/ :
+  w: N asks that the write reached N members, "majority" a majority of the
+  data-bearing voting members; wtimeout bounds the wait and its expiry is a
+  write concern error (WriteConcernFailed, 64, errInfo.wtimeout) although
+  the write itself is not undone; w greater than the members fails
+  (UnsatisfiableWriteConcern, 100);
+- defaults, https://www.mongodb.com/docs/manual/reference/mongodb-defaults/ :
+  since 5.0 the implicit default write concern is majority on a set without
+  arbiters;
+- rollbacks, https://www.mongodb.com/docs/manual/core/replica-set-rollbacks/ :
+  a write the primary accepted but had not replicated when it failed is
+  rolled back when it rejoins; a write replicated to a member that stays
+  with the majority is not.
+"""
+
+import time
+
+from bson.son import SON
+
+from .support import raw_command
+from .test_replset import ReplicaSetTest, wait_for
+
+
+class WritesTest(ReplicaSetTest):
+    """Helpers for the tests below (no tests of its own)."""
+
+    def write(self, doc, concern=None, member=None):
+        command = SON([('insert', 'res'), ('documents', [doc])])
+        if concern is not None:
+            command['writeConcern'] = concern
+        started = time.monotonic()
+        reply = raw_command((member or self.rs.primary).address, 'app', command)
+        return reply, time.monotonic() - started
+
+    def secondary_ids(self, member):
+        reply = raw_command(member.address, 'app',
+                            {'find': 'res', '$readPreference': {'mode': 'secondary'}})
+        return [d['_id'] for d in reply['cursor']['firstBatch']]
+
+
+class LagTest(WritesTest):
+    lag_ms = 400
+
+    def test_w1_reaches_secondaries_only_after_the_lag(self):
+        reply, took = self.write({'_id': 1}, {'w': 1})
+        self.assertEqual((reply['ok'], reply['n']), (1, 1))
+        self.assertLess(took, 0.35)
+        secondary = self.rs.members[1]
+        self.assertEqual(self.secondary_ids(secondary), [])
+        wait_for(lambda: self.secondary_ids(secondary) == [1])
+
+    def test_majority_and_the_default_wait_for_a_secondary(self):
+        for concern in ({'w': 'majority'}, None):
+            reply, took = self.write({'_id': concern is None}, concern)
+            self.assertEqual(reply['ok'], 1)
+            self.assertNotIn('writeConcernError', reply)
+            self.assertGreaterEqual(took, 0.35)
+            self.assertTrue(any(m.applied == self.rs.primary.applied
+                                for m in self.rs.members if m is not self.rs.primary))
+
+    def test_w_all_and_too_many(self):
+        reply, took = self.write({'_id': 1}, {'w': 3})
+        self.assertGreaterEqual(took, 0.35)
+        self.assertTrue(all(m.applied == self.rs.primary.applied for m in self.rs.members))
+        reply, _ = self.write({'_id': 2}, {'w': 4})
+        self.assertEqual((reply['ok'], reply['writeConcernError']['code']), (1, 100))
+
+    def test_wtimeout_is_a_write_concern_error_and_the_write_stays(self):
+        reply, took = self.write({'_id': 1}, {'w': 'majority', 'wtimeout': 50})
+        error = reply['writeConcernError']
+        self.assertEqual((reply['ok'], reply['n']), (1, 1))
+        self.assertEqual((error['code'], error['codeName']), (64, 'WriteConcernFailed'))
+        self.assertIs(error['errInfo']['wtimeout'], True)
+        self.assertLess(took, 0.35)
+        self.assertEqual(self.coll.find_one({'_id': 1}), {'_id': 1})
+
+
+class RollbackTest(WritesTest):
+    lag_ms = 2000
+
+    def kill_primary(self):
+        old = self.rs.primary
+        raw_command(self.rs.members[2].address, 'admin',
+                    {'emulatorControl': 'kill', 'member': old.address})
+        new = wait_for(lambda: self.rs.primary)
+        self.assertIsNot(new, old)
+        return old, new
+
+    def test_w1_write_not_replicated_is_rolled_back(self):
+        reply, _ = self.write({'_id': 'lost'}, {'w': 1})
+        self.assertEqual(reply['n'], 1)
+        old, new = self.kill_primary()
+        self.assertIsNone(self.coll.find_one({'_id': 'lost'}))
+        raw_command(new.address, 'admin', {'emulatorControl': 'restart', 'member': old.index})
+        self.assertEqual(self.secondary_ids(old), [])  # its copy rolled back too
+        self.coll.insert_one({'_id': 'after'})
+        self.assertEqual([d['_id'] for d in self.coll.find()], ['after'])
+
+    def test_majority_write_survives_the_failover(self):
+        self.rs.set_lag(100)
+        reply, _ = self.write({'_id': 'kept'}, {'w': 'majority'})
+        self.assertNotIn('writeConcernError', reply)
+        self.rs.set_lag(2000)
+        self.kill_primary()
+        self.assertEqual(self.coll.find_one({'_id': 'kept'}), {'_id': 'kept'})
+
+    def test_step_down_loses_nothing(self):
+        reply, _ = self.write({'_id': 'w1'}, {'w': 1})
+        self.client.admin.command('replSetStepDown', 30)
+        self.assertEqual(self.coll.find_one({'_id': 'w1'}), {'_id': 'w1'})
