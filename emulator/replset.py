@@ -324,10 +324,11 @@ class ReplicaSet:
                     return
                 self.topology.wait(remaining)
 
-    def wait_for_write_concern(self, member, write_concern):
+    def wait_for_write_concern(self, member, write_concern, max_time=None):
         """Called with the lock held right after a write on member. Returns
         None when acknowledged, 'closed' when the member died, or a
-        writeConcernError document."""
+        writeConcernError document (MaxTimeMSExpired, 50, when the
+        command's maxTimeMS deadline, max_time, passes first)."""
         write_concern = write_concern if isinstance(write_concern, dict) else {}
         w = write_concern.get('w', 'majority')
         if w == 'majority':
@@ -359,16 +360,17 @@ class ReplicaSet:
             if member is not self.primary:
                 return _wce(11602, 'InterruptedDueToReplStateChange',
                             'Replication state change interrupted the wait for write concern')
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    error = _wce(64, 'WriteConcernFailed', 'waiting for replication timed out')
-                    error['errInfo'] = SON([('wtimeout', True),
-                                            ('writeConcern', SON(write_concern))])
-                    return error
-                self.replicated.wait(remaining)
-            else:
-                self.replicated.wait()
+            now = time.monotonic()
+            if max_time is not None and max_time <= now and \
+                    (deadline is None or max_time <= deadline):
+                return _wce(50, 'MaxTimeMSExpired', 'operation exceeded time limit')
+            if deadline is not None and deadline <= now:
+                error = _wce(64, 'WriteConcernFailed', 'waiting for replication timed out')
+                error['errInfo'] = SON([('wtimeout', True),
+                                        ('writeConcern', SON(write_concern))])
+                return error
+            limits = [t - now for t in (deadline, max_time) if t is not None]
+            self.replicated.wait(min(limits) if limits else None)
 
     def status(self):
         with self.lock:

@@ -24,6 +24,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 
 from bson.son import SON
@@ -212,10 +213,20 @@ class Emulator(MockupDB):
         if not command:
             return _error_reply(CommandError(59, 'no such command: \'\''))
         name = next(iter(command))
+        try:
+            deadline = _deadline(command)
+        except CommandError as error:
+            return _error_reply(error)
         action = self.failpoints.check(name, command, connection.app_name)
         if action is not None:
             if action.block_ms:
-                self._stopping.wait(action.block_ms / 1000.0)
+                # The block is the server sleeping inside the operation, so
+                # maxTimeMS interrupts it, as mongod's failCommand does.
+                block = action.block_ms / 1000.0
+                if deadline is not None and deadline - time.monotonic() < block:
+                    self._stopping.wait(max(0.0, deadline - time.monotonic()))
+                    return _error_reply(_time_limit())
+                self._stopping.wait(block)
             if action.close:
                 return CLOSE_CONNECTION
             failure = action.error_reply(name, command)
@@ -238,7 +249,8 @@ class Emulator(MockupDB):
                     return failure
                 reply = self._run(name, database, command, connection, retry_key)
                 if name in REPLICATED_WRITES and reply.get('ok'):
-                    concern = rs.wait_for_write_concern(self, command.get('writeConcern'))
+                    concern = rs.wait_for_write_concern(self, command.get('writeConcern'),
+                                                        deadline)
                     if concern == 'closed':
                         return CLOSE_CONNECTION
                     if concern is not None:
@@ -306,6 +318,23 @@ def _receive_request(client, server):
         flags, = struct.unpack('<I', body[:4])
         body = struct.pack('<I', flags & ~_EXHAUST_ALLOWED) + body[4:]
     return OPCODES[opcode].unpack(body, client, server, request_id)
+
+
+def _deadline(command):
+    """When the command's maxTimeMS runs out (monotonic), or None."""
+    limit = command.get('maxTimeMS')
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit != int(limit):
+        raise CommandError(2, 'maxTimeMS must be a number')
+    if limit < 0 or limit > 2 ** 31 - 1:
+        raise CommandError(2, '%s value for maxTimeMS is out of range [0, 2147483647]'
+                           % int(limit))
+    return time.monotonic() + limit / 1000.0 if limit else None
+
+
+def _time_limit():
+    return CommandError(50, 'operation exceeded time limit')
 
 
 def _secondary_ok(read_preference):
