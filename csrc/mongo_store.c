@@ -4,7 +4,8 @@
  * checks that the server answers and learns its topology, then makes the
  * mongoc_client_pool_t the dispatcher's threads take clients from.
  *
- * Defaults, each kept when the URI sets it: serverSelectionTimeoutMS,
+ * Defaults, each kept when the URI sets it: directConnection=false (so a
+ * single host finds its replica set), serverSelectionTimeoutMS,
  * connectTimeoutMS and socketTimeoutMS are the call's timeout, so a dead
  * or hung server costs a call no more than its deadline; appname is
  * "resv" so the server's logs name us. maxPoolSize is always the number
@@ -95,6 +96,21 @@ static bool set_write_concern(resv__mongo_t *m, int32_t option,
   mongoc_uri_set_write_concern(m->uri, wc);
   mongoc_write_concern_destroy(wc);
   return true;
+}
+
+/* A URI naming one host and neither replicaSet nor directConnection makes
+ * libmongoc 1.23 a Single topology, bound to that member: after a failover
+ * every write fails with NotWritablePrimary until the process restarts,
+ * and pointed at a secondary every write fails. directConnection=false
+ * makes the driver discover the set from the member (as current drivers
+ * do by default) and follow its primary; a mongos or a standalone is found
+ * as such. SRV and load-balanced URIs decide for themselves. */
+static void follow_the_set(mongoc_uri_t *uri) {
+  if (mongoc_uri_has_option(uri, MONGOC_URI_DIRECTCONNECTION) ||
+      mongoc_uri_get_replica_set(uri) || mongoc_uri_get_srv_hostname(uri) ||
+      mongoc_uri_has_option(uri, MONGOC_URI_LOADBALANCED))
+    return;
+  mongoc_uri_set_option_as_bool(uri, MONGOC_URI_DIRECTCONNECTION, false);
 }
 
 static void describe_hosts(resv__mongo_t *m) {
@@ -287,6 +303,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   set_default_ms(m->uri, MONGOC_URI_SOCKETTIMEOUTMS, timeout);
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
+  follow_the_set(m->uri);
   mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, options->threads);
   if (!set_write_concern(m, options->write_concern, err)) {
     mongo_destroy(m);

@@ -662,6 +662,48 @@ START_TEST(test_writes_are_majority_unless_write_concern_says_otherwise) {
 }
 END_TEST
 
+/* Whether the backend opened on uri asks for a direct connection: 1 yes,
+ * 0 directConnection=false, -1 unset. */
+static int opened_direct(const char *uri) {
+  resv_options_t o = {.uri = uri, .threads = 1, .timeout_ms = 5000};
+  const resv__backend_ops_t *ops;
+  char database[RESV__MAX_NAMESPACE] = "";
+  resv_error_t err;
+  resv__mongo_t *m = resv__mongo_open(&o, database, sizeof database, &ops, &err);
+  int direct;
+
+  ck_assert_msg(m, "open %s: %s", uri, err.message);
+  direct = !mongoc_uri_has_option(m->uri, MONGOC_URI_DIRECTCONNECTION)
+               ? -1
+               : mongoc_uri_get_option_as_bool(m->uri, MONGOC_URI_DIRECTCONNECTION,
+                                               false);
+  ops->destroy(m);
+  return direct;
+}
+
+START_TEST(test_a_single_host_uri_discovers_the_set) {
+  const char *uri = test_mongo_uri();
+  mongoc_uri_t *parsed = mongoc_uri_new(uri);
+  const mongoc_host_list_t *hosts = mongoc_uri_get_hosts(parsed);
+  bool one_host = hosts && !hosts->next && !mongoc_uri_get_srv_hostname(parsed);
+  bool names_it = mongoc_uri_get_replica_set(parsed) ||
+                  mongoc_uri_has_option(parsed, MONGOC_URI_DIRECTCONNECTION) ||
+                  mongoc_uri_get_srv_hostname(parsed);
+  char with[512];
+
+  mongoc_uri_destroy(parsed);
+  /* scripts/with-mongo's emulator: one host, nothing said. */
+  ck_assert_msg(!names_it || getenv("MONGODB_URI"), "%s", uri);
+  if (!names_it)
+    ck_assert_int_eq(opened_direct(uri), 0);
+  /* A URI that asks for a direct connection keeps it. */
+  if (one_host) {
+    uri_with(uri, "directConnection=true", with, sizeof with);
+    ck_assert_int_eq(opened_direct(with), 1);
+  }
+}
+END_TEST
+
 /* The database: the option, else the URI's, else "resv". */
 static void expect_database(const char *uri, const char *option, const char *want) {
   resv_options_t o = {.uri = uri, .database = option, .threads = 1};
@@ -883,6 +925,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_document_not_a_reservation_is_never_written_and_answers_format);
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
   tcase_add_test(tc, test_writes_are_majority_unless_write_concern_says_otherwise);
+  tcase_add_test(tc, test_a_single_host_uri_discovers_the_set);
   tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
   tcase_add_test(tc, test_password_never_shows);
   tcase_set_timeout(tc, 60);
