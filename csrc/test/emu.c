@@ -27,11 +27,17 @@ static int free_port(void) {
 }
 
 void emu_start(emu_t *e, int port, bool mongos) {
+  emu_start_mode(e, port, mongos ? "--mongos" : NULL);
+}
+
+void emu_start_mode(emu_t *e, int port, const char *mode) {
   int in[2], out[2];
   size_t used = 0;
   char port_arg[16];
+  bool replset = mode && strcmp(mode, "--replset") == 0;
 
-  if (!port) port = free_port();
+  /* A replica set picks its three ports itself. */
+  if (!port && !replset) port = free_port();
   snprintf(port_arg, sizeof port_arg, "%d", port);
   ck_assert(pipe(in) == 0 && pipe(out) == 0);
   e->pid = fork();
@@ -41,7 +47,7 @@ void emu_start(emu_t *e, int port, bool mongos) {
     dup2(out[1], 1);
     close(in[0]), close(in[1]), close(out[0]), close(out[1]);
     execl("/usr/bin/python3", "python3", "emulator/run.py", "--port", port_arg,
-          mongos ? "--mongos" : (char *)NULL, (char *)NULL);
+          mode, (char *)NULL);
     _exit(127);
   }
   close(in[0]);

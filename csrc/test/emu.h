@@ -23,6 +23,10 @@ typedef struct emu {
  * mongos when asked, and waits for its URI line. Fails the test when it
  * does not start. */
 void emu_start(emu_t *e, int port, bool mongos);
+/* The same with run.py's mode flag: NULL, "--mongos" or "--replset" (three
+ * members on ports of its own choosing; port must be 0; uri is the seed
+ * list with replicaSet=rs0). */
+void emu_start_mode(emu_t *e, int port, const char *mode);
 /* Kills it with SIGKILL (a crash: no goodbye to the clients) and reaps it. */
 void emu_kill(emu_t *e);
 /* Stops it by closing its stdin, and reaps it. */

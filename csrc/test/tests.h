@@ -17,6 +17,7 @@ Suite *faults_suite(void);
 Suite *stress_suite(void);
 Suite *security_suite(void);
 Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
+Suite *mongo_replset_suite(void);
 Suite *job_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
