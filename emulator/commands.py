@@ -17,7 +17,7 @@ from bson.son import SON
 from mongomock.aggregate import process_pipeline
 from mongomock.filtering import filter_applies
 
-from . import sharding, updates
+from . import indexes, sharding, updates
 from .errors import CommandError
 from .ordered import to_son
 from .pipeline import UPDATE_STAGES, run_stage
@@ -192,13 +192,15 @@ def create(request):
 def drop(request):
     name = request.collection_name()
     with request.store.lock:
-        if not request.store.drop(request.database, name):
+        collection = request.store.collection(request.database, name)
+        if collection is None or not request.store.drop(request.database, name):
             raise CommandError(26, 'ns not found')
         config = request.store.collection(sharding.CONFIG_DB, sharding.CONFIG_COLLECTIONS)
         if config is not None:
             for doc in config.matching({'_id': '%s.%s' % (request.database, name)}):
                 config.remove(doc)
-    return SON([('nIndexesWas', 1), ('ns', '%s.%s' % (request.database, name))])
+    return SON([('nIndexesWas', len(collection.indexes)),
+                ('ns', '%s.%s' % (request.database, name))])
 
 
 def drop_database(request):
@@ -224,18 +226,45 @@ def list_collections(request):
 
 def list_indexes(request):
     name = request.collection_name()
-    if request.store.collection(request.database, name) is None:
+    collection = request.store.collection(request.database, name)
+    if collection is None:
         raise CommandError(26, 'ns does not exist: %s.%s' % (request.database, name))
-    index = SON([('v', 2), ('key', SON([('_id', 1)])), ('name', '_id_')])
-    return _cursor_reply(request, '%s.%s' % (request.database, name), [index], {})
+    return _cursor_reply(request, '%s.%s' % (request.database, name),
+                         [SON(index) for index in collection.indexes],
+                         request.command.get('cursor') or {})
 
 
 def create_indexes(request):
     name = request.collection_name()
+    specs = request.command.get('indexes')
+    if not isinstance(specs, list) or not specs:
+        raise CommandError(2, 'Must specify at least one index to create')
     with request.store.lock:
-        request.store.collection(request.database, name, create=True)
-    return SON([('numIndexesBefore', 1), ('numIndexesAfter', 1),
-                ('note', 'indexes are accepted but not built by the emulator')])
+        collection = request.store.collection(request.database, name)
+        created = collection is None
+        before = collection.indexes if collection is not None else [indexes.ID_INDEX]
+        after = indexes.add(before, specs)  # checks all before changing anything
+        if collection is None:
+            collection = request.store.collection(request.database, name, create=True)
+        if len(after) != len(before):
+            collection.set_indexes(after)
+    reply = SON([('numIndexesBefore', len(before)), ('numIndexesAfter', len(after))])
+    if created:
+        reply['createdCollectionAutomatically'] = True
+    if len(after) == len(before):
+        reply['note'] = 'all indexes already exist'
+    return reply
+
+
+def drop_indexes(request):
+    name = request.collection_name()
+    with request.store.lock:
+        collection = request.store.collection(request.database, name)
+        if collection is None:
+            raise CommandError(26, 'ns not found %s.%s' % (request.database, name))
+        before = collection.indexes
+        collection.set_indexes(indexes.remove(before, request.command.get('index')))
+    return SON([('nIndexesWas', len(before))])
 
 
 def list_databases(request):
@@ -474,7 +503,8 @@ HANDLERS = {
     'emulatorControl': emulator_control,
     'create': create, 'drop': drop, 'dropDatabase': drop_database,
     'listCollections': list_collections, 'listIndexes': list_indexes,
-    'createIndexes': create_indexes, 'listDatabases': list_databases,
+    'createIndexes': create_indexes, 'dropIndexes': drop_indexes,
+    'listDatabases': list_databases,
     'find': find, 'count': count, 'aggregate': aggregate,
     'getMore': get_more, 'killCursors': kill_cursors,
     'insert': insert, 'update': update, 'delete': delete,

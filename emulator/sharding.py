@@ -4,7 +4,10 @@ for single-document writes on a sharded collection (MongoDB 6.0).
 ``shardCollection`` records the key in a real ``config.collections``
 document, as a mongos shows it, so a client can read back how a collection
 is sharded with a plain ``find`` on database ``config``. Sharding again with
-the same key answers ok; with another key, AlreadyInitialized (23).
+the same key answers ok; with another key, AlreadyInitialized (23). A
+non-empty collection can be sharded only when it has an index that starts
+with the shard key (InvalidOptions, 72); an empty one gets that index made
+for it, as MongoDB does.
 
 Before MongoDB 7.1 mongos must target a single-document write to one
 shard: findAndModify and any upsert need equalities on the whole shard key
@@ -20,6 +23,7 @@ from bson.objectid import ObjectId
 from bson.son import SON
 from bson.timestamp import Timestamp
 
+from . import indexes
 from .errors import CommandError, describe
 from .ordered import equal
 from .updates import equalities
@@ -53,7 +57,17 @@ def shard_collection(store, command):
                            '{ _id: "%s", key: %s, unique: false }'
                            % (namespace, namespace, describe(existing)))
     database, name = namespace.split('.', 1)
-    store.collection(database, name, create=True)
+    collection = store.collection(database, name)
+    has_index = collection is not None and any(
+        indexes.starts_with(index['key'], key) for index in collection.indexes)
+    if collection is not None and collection.documents and not has_index:
+        raise CommandError(72, 'Please create an index that starts with the proposed shard '
+                           'key before sharding the collection')
+    collection = store.collection(database, name, create=True)
+    if not any(indexes.starts_with(index['key'], key) for index in collection.indexes):
+        # an empty collection gets its shard key index
+        collection.set_indexes(indexes.add(collection.indexes, [
+            {'key': key, 'name': indexes.default_name(key)}]))
     now = datetime.datetime.utcnow().replace(microsecond=0)
     store.collection(CONFIG_DB, CONFIG_COLLECTIONS, create=True).insert(SON([
         ('_id', namespace), ('lastmodEpoch', ObjectId()), ('lastmod', now),

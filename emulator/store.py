@@ -12,7 +12,7 @@ only the data step is serialized).
 
 A member of a replica set (replset.py) gives its store a journal: every
 change is first offered to it as an oplog entry (``('put', db, coll, key,
-doc)``, ``('del', db, coll, key)``, ``('create', db, coll)``, ``('drop', db,
+doc)``, ``('del', db, coll, key)``, ``('indexes', db, coll, specs)``, ``('create', db, coll)``, ``('drop', db,
 coll)``, ``('dropdb', db)``), which records it or refuses it (a member that
 is no longer primary), and the other members replay the entries with
 Store.apply.
@@ -25,7 +25,7 @@ from bson.son import SON
 from mongomock import OperationFailure
 from mongomock.filtering import filter_applies, resolve_sort_key
 
-from . import updates
+from . import indexes, updates
 from .errors import CommandError, duplicate_key
 from .ordered import id_key, to_son
 from .pipeline import apply_pipeline
@@ -39,6 +39,7 @@ class Collection:
         self.name = name
         self.documents = {}
         self.store = store
+        self.indexes = [indexes.ID_INDEX]  # specifications, as listIndexes shows them
 
     def _journal(self, *entry):
         if self.store is not None and self.store.journal is not None:
@@ -82,6 +83,10 @@ class Collection:
         key = id_key(old['_id'])
         self._journal('put', self.database, self.name, key, new)
         self.documents[key] = new
+
+    def set_indexes(self, specs):
+        self._journal('indexes', self.database, self.name, list(specs))
+        self.indexes = list(specs)
 
     def remove(self, doc):
         key = id_key(doc['_id'])
@@ -161,6 +166,8 @@ class Store:
             collection.documents[entry[3]] = entry[4]
         elif kind == 'del':
             collection.documents.pop(entry[3], None)
+        elif kind == 'indexes':
+            collection.indexes = list(entry[3])
 
     def find(self, database, name, query, sort=None):
         collection = self.collection(database, name)
