@@ -122,7 +122,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
 
 struct resv_type {
   resv_store_t *store;
-  struct resv_type *next; /* the store's list of types */
+  struct resv_type *next; /* the chain of its bucket in the store's types */
   char *context;
   char *aggregate;
   size_t context_len;

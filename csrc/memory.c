@@ -1,8 +1,9 @@
 /* memory.c: the embedded store, and the reference model of the MongoDB one.
  *
  * Each aggregate type has its own table (as each has its own collection),
- * split into stripes by the key's hash, each stripe a chained hash table
- * under its own mutex. A call hashes its key, locks one stripe, does O(1)
+ * made by the type's first write, split into stripes by the key's hash,
+ * each stripe a chained hash table under its own mutex (its buckets made
+ * with its first entry). A call hashes its key, locks one stripe, does O(1)
  * work and copies its answer out; no lock is held across anything slow and
  * calls on different keys rarely meet. An entry is one allocation holding
  * its key, owner and holds, so a new key costs one malloc (there were four:
@@ -52,6 +53,14 @@ typedef struct stripe {
 typedef struct table {
   stripe_t stripes[STRIPES];
 } table_t;
+
+/* A type's state: its table, made by the first call that writes (a type
+ * that is only looked up or read costs this pointer, not the 4 kB of
+ * stripes; each stripe's buckets come with its first entry too: an empty
+ * type was 13.7 kB). */
+typedef struct lazy_table {
+  _Atomic(table_t *) table;
+} lazy_table_t;
 
 /* ---- keys ----------------------------------------------------------- */
 
@@ -256,7 +265,16 @@ static entry_t *set_owner(entry_t **slot, const resv_owner_t *o, size_t extra,
 
 /* ---- stripes -------------------------------------------------------- */
 
-static entry_t **find_slot(stripe_t *s, uint64_t hash, const resv_key_t *k) {
+/* The slot of key k in s: where its entry is, or where a new one goes.
+ * A stripe without buckets yet gets them when `writes`, else the answer
+ * is *none (NULL): nothing to find. NULL without memory. */
+static entry_t **find_slot(stripe_t *s, uint64_t hash, const resv_key_t *k,
+                           bool writes, entry_t **none) {
+  if (!s->buckets) {
+    if (!writes) return none;
+    if (!(s->buckets = calloc(INITIAL_BUCKETS, sizeof *s->buckets))) return NULL;
+    s->nbuckets = INITIAL_BUCKETS;
+  }
   entry_t **slot = &s->buckets[(hash >> 6) & (s->nbuckets - 1)];
   while (*slot && !entry_is(*slot, hash, k)) slot = &(*slot)->next;
   return slot;
@@ -403,31 +421,14 @@ static bool do_get(const entry_t *e, int64_t now, resv_answer_t *a, resv_error_t
   return answer_entry(a, status, e, !e->confirmed, err);
 }
 
-static bool memory_execute(void *backend, resv_type_t *type,
-                           const resv_request_t *r, int64_t now,
-                           int64_t deadline, resv_answer_t *a, resv_error_t *err) {
-  table_t *t = type->backend_state;
-  uint64_t hash = hash_key(&r->key);
-  stripe_t *s = &t->stripes[hash & (STRIPES - 1)];
-  bool ok = false;
-  pthread_mutex_lock(&s->mutex);
-  entry_t **slot = find_slot(s, hash, &r->key);
-  switch (r->op) {
-  case RESV_OP_RESERVE: ok = do_reserve(s, slot, hash, r, now, a, err); break;
-  case RESV_OP_CONFIRM: ok = do_confirm(s, slot, hash, r, now, a, err); break;
-  case RESV_OP_ABANDON: ok = do_abandon(s, slot, r, a, err); break;
-  case RESV_OP_RELEASE: ok = do_release(s, slot, r, a, err); break;
-  case RESV_OP_GET: ok = do_get(*slot, now, a, err); break;
-  default: ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
-  }
-  pthread_mutex_unlock(&s->mutex);
-  return ok;
+static table_t *table_new(void) {
+  table_t *t = calloc(1, sizeof *t);
+  if (t)
+    for (size_t i = 0; i < STRIPES; i++) pthread_mutex_init(&t->stripes[i].mutex, NULL);
+  return t;
 }
 
-/* ---- the backend ----------------------------------------------------- */
-
-static void memory_type_free(void *backend, resv_type_t *type) {
-  table_t *t = type->backend_state;
+static void table_free(table_t *t) {
   if (!t) return;
   for (size_t i = 0; i < STRIPES; i++) {
     stripe_t *s = &t->stripes[i];
@@ -443,24 +444,76 @@ static void memory_type_free(void *backend, resv_type_t *type) {
     pthread_mutex_destroy(&s->mutex);
   }
   free(t);
+}
+
+/* The type's table, made on the first call that needs one: every call
+ * but a get may write (abandon and release only delete, and find nothing
+ * in a table that is not there). Racing first calls each make one; the
+ * first to publish it wins and the others free theirs. */
+static table_t *type_table(lazy_table_t *lazy, bool make, resv_error_t *err) {
+  table_t *t = atomic_load_explicit(&lazy->table, memory_order_acquire);
+  if (t || !make) return t;
+  table_t *mine = table_new();
+  if (!mine) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+    return NULL;
+  }
+  if (atomic_compare_exchange_strong_explicit(&lazy->table, &t, mine,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return mine;
+  table_free(mine);
+  return t;
+}
+
+static bool memory_execute(void *backend, resv_type_t *type,
+                           const resv_request_t *r, int64_t now,
+                           int64_t deadline, resv_answer_t *a, resv_error_t *err) {
+  bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
+  table_t *t = type_table(type->backend_state, writes, err);
+  if (!t && writes) return false;
+  if (!t) { /* nothing was ever written: every key is absent */
+    if (r->op == RESV_OP_ABANDON || r->op == RESV_OP_RELEASE || r->op == RESV_OP_GET)
+      return resv__answer_status(a, RESV_ABSENT, err);
+    return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
+  }
+  uint64_t hash = hash_key(&r->key);
+  stripe_t *s = &t->stripes[hash & (STRIPES - 1)];
+  bool ok = false;
+  entry_t *none = NULL;
+  pthread_mutex_lock(&s->mutex);
+  entry_t **slot = find_slot(s, hash, &r->key, writes, &none);
+  if (!slot) {
+    pthread_mutex_unlock(&s->mutex);
+    return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+  }
+  switch (r->op) {
+  case RESV_OP_RESERVE: ok = do_reserve(s, slot, hash, r, now, a, err); break;
+  case RESV_OP_CONFIRM: ok = do_confirm(s, slot, hash, r, now, a, err); break;
+  case RESV_OP_ABANDON: ok = do_abandon(s, slot, r, a, err); break;
+  case RESV_OP_RELEASE: ok = do_release(s, slot, r, a, err); break;
+  case RESV_OP_GET: ok = do_get(*slot, now, a, err); break;
+  default: ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return ok;
+}
+
+/* ---- the backend ----------------------------------------------------- */
+
+static void memory_type_free(void *backend, resv_type_t *type) {
+  lazy_table_t *lazy = type->backend_state;
+  if (!lazy) return;
+  table_free(atomic_load(&lazy->table));
+  free(lazy);
   type->backend_state = NULL;
 }
 
 static bool memory_type_init(void *backend, resv_type_t *type, resv_error_t *err) {
-  table_t *t = calloc(1, sizeof *t);
-  if (!t) return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
-  type->backend_state = t;
-  for (size_t i = 0; i < STRIPES; i++) {
-    stripe_t *s = &t->stripes[i];
-    pthread_mutex_init(&s->mutex, NULL);
-    s->nbuckets = INITIAL_BUCKETS;
-    s->buckets = calloc(INITIAL_BUCKETS, sizeof *s->buckets);
-    if (!s->buckets) {
-      for (size_t j = i + 1; j < STRIPES; j++) pthread_mutex_init(&t->stripes[j].mutex, NULL);
-      memory_type_free(backend, type);
-      return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
-    }
-  }
+  lazy_table_t *lazy = malloc(sizeof *lazy);
+  if (!lazy) return resv__fail(err, RESV_ENOMEM, "out of memory for a type");
+  atomic_init(&lazy->table, NULL);
+  type->backend_state = lazy;
   return true;
 }
 

@@ -16,6 +16,7 @@ static const struct {
     SUITE(rules_mongo),  SUITE(faults),       SUITE(stress),     SUITE(security),
     SUITE(mongo_decode), SUITE(mongo_store),  SUITE(mongo_diff),
     SUITE(job),          SUITE(mongo_replset),
+    SUITE(store),        SUITE(memory),
 };
 
 /* True when name is one of the comma-separated names in list. */

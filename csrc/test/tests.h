@@ -18,7 +18,7 @@ Suite *stress_suite(void);
 Suite *security_suite(void);
 Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
 Suite *mongo_replset_suite(void);
-Suite *job_suite(void);
+Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
