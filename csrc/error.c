@@ -68,3 +68,11 @@ const char *resv_state_name(int32_t state) {
 }
 
 const char *resv_version(void) { return "0.1.0"; }
+
+bool resv__fail_holds_full(resv_error_t *err, int32_t max_holds) {
+  return resv__fail(err, RESV_EINVALID,
+                    "attempt: the reservation already has %d holds "
+                    "(max_holds); abandon one or let it expire; nothing was "
+                    "written",
+                    (int)max_holds);
+}

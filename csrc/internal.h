@@ -17,6 +17,10 @@
 #define RESV__DEFAULT_QUEUE 1024
 #define RESV__DEFAULT_TIMEOUT_MS 5000
 #define RESV__DEFAULT_MAX_STRING 1024
+/* Every call on a reservation costs O(its holds) (the answer lists them),
+ * so their number is bounded: 50,000 unbounded holds made a memory-store
+ * reserve take over a millisecond and a MongoDB document megabytes. */
+#define RESV__DEFAULT_MAX_HOLDS 100
 #define RESV__COLLECTION_PREFIX "wow_reservation__"
 /* MongoDB's limit for "<database>.<collection>", in bytes. */
 #define RESV__MAX_NAMESPACE 255
@@ -31,6 +35,9 @@ bool resv__fail_server(resv_error_t *err, int32_t code, int32_t server_code,
                        const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void resv__error_clear(resv_error_t *err);
+/* The error of a new attempt on a reservation that has max_holds holds,
+ * the same from every store. Returns false. */
+bool resv__fail_holds_full(resv_error_t *err, int32_t max_holds);
 
 /* ---- Clocks (clock.c) ------------------------------------------------ */
 

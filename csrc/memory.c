@@ -62,6 +62,12 @@ typedef struct lazy_table {
   _Atomic(table_t *) table;
 } lazy_table_t;
 
+/* The memory store keeps its reservations in its types: the backend holds
+ * only the options its calls read. */
+typedef struct memory {
+  int32_t max_holds;
+} memory_t;
+
 /* ---- keys ----------------------------------------------------------- */
 
 static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
@@ -346,7 +352,7 @@ static bool held_by_other(const entry_t *e, const resv_owner_t *o, int64_t now) 
 /* ---- operations ------------------------------------------------------ */
 
 static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
-                       const resv_request_t *r, int64_t now,
+                       const resv_request_t *r, int64_t now, int32_t max_holds,
                        resv_answer_t *a, resv_error_t *err) {
   entry_t *e = *slot;
   int64_t expires;
@@ -357,6 +363,8 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
   if (e && e->confirmed) /* ours: kept exactly as it is */
     return answer_entry(a, RESV_CONFIRMED, e, false, err);
   if (e && e->expires_at > now) { /* our live pending one: join it */
+    if (e->nholds >= (uint32_t)max_holds && !has_hold(e, &r->attempt))
+      return resv__fail_holds_full(err, max_holds);
     if (!(e = add_hold(slot, &r->attempt, err))) return false;
     if (expires > e->expires_at) e->expires_at = expires;
     return answer_entry(a, RESV_RESERVED, e, true, err);
@@ -488,7 +496,9 @@ static bool memory_execute(void *backend, resv_type_t *type,
     return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
   }
   switch (r->op) {
-  case RESV_OP_RESERVE: ok = do_reserve(s, slot, hash, r, now, a, err); break;
+  case RESV_OP_RESERVE:
+    ok = do_reserve(s, slot, hash, r, now, ((const memory_t *)backend)->max_holds, a, err);
+    break;
   case RESV_OP_CONFIRM: ok = do_confirm(s, slot, hash, r, now, a, err); break;
   case RESV_OP_ABANDON: ok = do_abandon(s, slot, r, a, err); break;
   case RESV_OP_RELEASE: ok = do_release(s, slot, r, a, err); break;
@@ -521,11 +531,7 @@ static void memory_describe(void *backend, char *buf, size_t size) {
   snprintf(buf, size, "resv store (memory)");
 }
 
-/* The memory store keeps all its state in its types: the backend itself
- * is a token. */
-static char memory_backend;
-
-static void memory_destroy(void *backend) {}
+static void memory_destroy(void *backend) { free(backend); }
 
 static const resv__backend_ops_t memory_ops = {
     .name = "memory",
@@ -540,6 +546,12 @@ static const resv__backend_ops_t memory_ops = {
 
 void *resv__memory_open(const resv_options_t *options,
                         const resv__backend_ops_t **ops, resv_error_t *err) {
+  memory_t *m = malloc(sizeof *m);
+  if (!m) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a store");
+    return NULL;
+  }
+  m->max_holds = options->max_holds;
   *ops = &memory_ops;
-  return &memory_backend;
+  return m;
 }

@@ -35,6 +35,7 @@
 #include "mongo_internal.h"
 #include "mongo_bson.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* How many times reserve/confirm run their upsert when a duplicate key
@@ -152,19 +153,37 @@ static void put_conforms(resv__bw_t *w, const resv__mongo_t *m) {
 }
 
 /* F(key), $or [ { owner: O }, { expires_at: { $lte: now } } ] and the
- * conformance predicate. */
+ * conformance predicate. A reserve's owner clause is two, so that a new
+ * attempt never joins a reservation holding max_holds attempts (one
+ * already there still matches): { owner: O, "holds.<max_holds - 1>":
+ * { $exists: false } } (fewer holds, or none: confirmed) and
+ * { owner: O, holds: A }. The full one then answers at the duplicate key. */
 static void upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
                           const resv_request_t *r, int64_t now) {
+  bool reserve = r->op == RESV_OP_RESERVE;
+  char last[32];
+  int last_len = snprintf(last, sizeof last, "holds.%d", (int)m->max_holds - 1);
   put_f_key(w, &r->key);
   size_t or = resv__bw_array(w, K("$or"));
   size_t mine = resv__bw_doc(w, K("0"));
   put_owner(w, K("owner"), &r->owner);
+  if (reserve) {
+    size_t exists = resv__bw_doc(w, last, (size_t)last_len);
+    resv__bw_bool(w, K("$exists"), false);
+    resv__bw_end(w, exists);
+  }
   resv__bw_end(w, mine);
   size_t expired = resv__bw_doc(w, K("1"));
   size_t lte = resv__bw_doc(w, K("expires_at"));
   resv__bw_int64(w, K("$lte"), now);
   resv__bw_end(w, lte);
   resv__bw_end(w, expired);
+  if (reserve) {
+    size_t held = resv__bw_doc(w, K("2"));
+    put_owner(w, K("owner"), &r->owner);
+    put_str(w, K("holds"), &r->attempt);
+    resv__bw_end(w, held);
+  }
   resv__bw_end(w, or);
   put_conforms(w, m);
 }
@@ -350,6 +369,21 @@ static bool answer_upserted(const bson_t *doc, const resv_request_t *r,
   return ok;
 }
 
+/* True when the owner's live pending reservation doc has max_holds holds
+ * and attempt is not one of them: the reserve's filter skipped it. */
+static bool full_for(const resv__mongo_doc_t *doc, const resv_request_t *r,
+                     int64_t now, int32_t max_holds) {
+  if (r->op != RESV_OP_RESERVE || doc->state != RESV_STATE_PENDING ||
+      doc->expires_at <= now || doc->nholds < (size_t)max_holds ||
+      !resv__mongo_doc_owned_by(doc, &r->owner))
+    return false;
+  for (size_t i = 0; i < doc->nholds; i++)
+    if (doc->holds[i].len == r->attempt.len &&
+        memcmp(doc->holds[i].ptr, r->attempt.ptr, r->attempt.len) == 0)
+      return false;
+  return true;
+}
+
 /* reserve and confirm: the upsert, then the duplicate-key path. */
 static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
                    const resv_request_t *r, int64_t now, int64_t deadline,
@@ -415,6 +449,12 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     if (found && !resv__mongo_doc_owned_by(&held, &r->owner) &&
         (held.state == RESV_STATE_CONFIRMED || held.expires_at > now)) {
       ok = resv__mongo_doc_answer(&held, RESV_CONFLICT, false, answer, err);
+      resv__mongo_doc_free(&held);
+      bson_destroy(&raw);
+      break;
+    }
+    if (found && full_for(&held, r, now, m->max_holds)) {
+      ok = resv__fail_holds_full(err, m->max_holds);
       resv__mongo_doc_free(&held);
       bson_destroy(&raw);
       break;

@@ -297,6 +297,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   m->shard_auto = options->sharding != RESV_SHARDING_OFF;
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
   m->conforms = resv__mongo_conforms_new();
+  m->max_holds = options->max_holds;
 
   set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);

@@ -91,7 +91,8 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   if (!option_in_range("threads", o.threads, 1024, err) ||
       !option_in_range("queue", o.queue, 1 << 24, err) ||
       !option_in_range("timeout_ms", o.timeout_ms, 24 * 3600 * 1000, err) ||
-      !option_in_range("max_string", o.max_string, 1 << 20, err))
+      !option_in_range("max_string", o.max_string, 1 << 20, err) ||
+      !option_in_range("max_holds", o.max_holds, 1 << 20, err))
     return NULL;
   if (o.sharding != RESV_SHARDING_AUTO && o.sharding != RESV_SHARDING_OFF) {
     resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
@@ -101,6 +102,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   if (!o.queue) o.queue = RESV__DEFAULT_QUEUE;
   if (!o.timeout_ms) o.timeout_ms = RESV__DEFAULT_TIMEOUT_MS;
   if (!o.max_string) o.max_string = RESV__DEFAULT_MAX_STRING;
+  if (!o.max_holds) o.max_holds = RESV__DEFAULT_MAX_HOLDS;
 
   resv_store_t *store = calloc(1, sizeof *store);
   if (!store) {

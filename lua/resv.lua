@@ -461,6 +461,7 @@ end
 local OPTIONS = {
   uri = true, database = true, sharding = true, threads = true,
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
+  max_holds = true,
 }
 
 local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
@@ -519,6 +520,7 @@ local function fill_options(o, opts)
     { "queue", 1, MAX_INT32 },
     { "timeout_ms", 1, MAX_INT32 },
     { "max_string", 1, MAX_INT32 },
+    { "max_holds", 1, MAX_INT32 },
   }
   for i = 1, #limits do
     local name, lo, hi = limits[i][1], limits[i][2], limits[i][3]

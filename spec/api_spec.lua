@@ -15,6 +15,7 @@ describe("resv.open", function()
     local store, err = resv.open {
       database = "app", sharding = "off", threads = 2, queue = 16,
       timeout_ms = 1000, max_string = 64, write_concern = "majority",
+      max_holds = 10,
     }
     assert.is_nil(err)
     store:close()
@@ -38,6 +39,8 @@ describe("resv.open", function()
     { "timeout_ms zero", { timeout_ms = 0 } },
     { "timeout_ms over int32", { timeout_ms = 2 ^ 31 } },
     { "max_string zero", { max_string = 0 } },
+    { "max_holds zero", { max_holds = 0 } },
+    { "max_holds over 2^20", { max_holds = 2 ^ 20 + 1 } },
     { "write_concern 0 (unacknowledged)", { write_concern = 0 } },
     { "write_concern negative", { write_concern = -1 } },
     { "write_concern unknown", { write_concern = "all" } },
@@ -50,6 +53,20 @@ describe("resv.open", function()
       assert.matches("^invalid: ", err)
     end)
   end
+
+  it("refuses a new attempt past max_holds, and takes one already there", function()
+    local store = assert(resv.open { max_holds = 2 })
+    local t = assert(store:type("shop", "user"))
+    local key, owner = { namespace = "email", key = "ann" }, { id = "u1" }
+    assert.equal("reserved", assert(t:reserve(key, owner, "a1", 1000)).status)
+    assert.equal("reserved", assert(t:reserve(key, owner, "a2", 1000)).status)
+    local r, err = t:reserve(key, owner, "a3", 1000)
+    assert.is_nil(r)
+    assert.matches("^invalid: attempt: the reservation already has 2 holds", err)
+    r = assert(t:reserve(key, owner, "a1", 1000))
+    assert.equal(2, #r.holds)
+    store:close()
+  end)
 
   it("answers unavailable for a server that is not there", function()
     local store, err = resv.open { uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200",

@@ -1,6 +1,7 @@
 /* test_rules.c: SPEC section 5, one test per rule, on the memory store and
  * on MongoDB (the same test bodies; only the store they open differs). The
  * store's clock is frozen, so every expiry is exact. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,6 +349,79 @@ START_TEST(an_expiry_past_int64_is_refused) {
 }
 END_TEST
 
+START_TEST(a_reservation_holds_at_most_100_attempts_by_default) {
+  /* Holds were unbounded, and every call costs O(holds): 50,000 holds
+   * took 66 s of memory-store calls to make. */
+  char attempt[16];
+  for (int i = 0; i < 100; i++) {
+    snprintf(attempt, sizeof attempt, "a%d", i);
+    test_reserve(users, "ann@x", "A", attempt, 1000, &a);
+    ck_assert_int_eq(a.status, RESV_RESERVED);
+  }
+  ck_assert_uint_eq(a.nholds, 100);
+  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "ann@x"),
+                      .owner = test_owner("", "A"), .attempt = resv_cstr("a100"),
+                      .ttl_ms = 1000};
+  resv_error_t err;
+  ck_assert(!resv_call(users, &r, &a, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "100 holds (max_holds)") != NULL, "%s", err.message);
+  test_reserve(users, "ann@x", "A", "a42", 1000, &a); /* one already there */
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert_uint_eq(a.nholds, 100);
+}
+END_TEST
+
+START_TEST(a_full_reservation_refuses_a_new_attempt_and_nothing_else) {
+  resv_options_t o = {.uri = rules_uri, .threads = 2, .max_holds = 3};
+  resv_error_t err;
+  resv_store_t *small = resv_store_open(&o, &err);
+  ck_assert_msg(small != NULL, "%s", err.message);
+  resv_store_set_time(small, T0);
+  resv_type_t *t = test_fresh_type(small, "full");
+  test_reserve(t, "ann@x", "A", "a1", 1000, &a);
+  test_reserve(t, "ann@x", "A", "a2", 1000, &a);
+  test_reserve(t, "ann@x", "A", "a3", 1000, &a);
+  ck_assert(test_holds_are(&a, 3, (const char *[]){"a1", "a2", "a3"}));
+  /* A fourth attempt, with a later expiry: refused, and nothing changes. */
+  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "ann@x"),
+                      .owner = test_owner("", "A"), .attempt = resv_cstr("a4"),
+                      .ttl_ms = 5000};
+  ck_assert(!resv_call(t, &r, &a, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "3 holds (max_holds)") != NULL, "%s", err.message);
+  test_get(t, "ann@x", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert_int_eq(a.expires_at, T0 + 1000);
+  ck_assert(test_holds_are(&a, 3, (const char *[]){"a1", "a2", "a3"}));
+  /* An attempt already there is still idempotent, and still extends. */
+  test_reserve(t, "ann@x", "A", "a2", 2000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert_int_eq(a.expires_at, T0 + 2000);
+  ck_assert(test_holds_are(&a, 3, (const char *[]){"a1", "a2", "a3"}));
+  /* Another owner still meets a conflict, the owner can still confirm
+   * another full one, and an abandon makes room. */
+  test_reserve(t, "ann@x", "B", "b1", 1000, &a);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  test_abandon(t, "ann@x", "A", "a1", &a);
+  ck_assert_int_eq(a.status, RESV_KEPT);
+  test_reserve(t, "ann@x", "A", "a4", 1000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert(test_holds_are(&a, 3, (const char *[]){"a2", "a3", "a4"}));
+  test_reserve(t, "bob@x", "A", "a1", 1000, &a);
+  test_reserve(t, "bob@x", "A", "a2", 1000, &a);
+  test_reserve(t, "bob@x", "A", "a3", 1000, &a);
+  test_confirm(t, "bob@x", "A", 7, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  /* Once expired, a full reservation is taken afresh by a new attempt. */
+  resv_store_set_time(small, T0 + 2000);
+  test_reserve(t, "ann@x", "A", "a5", 1000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert(test_holds_are(&a, 1, (const char *[]){"a5"}));
+  resv_store_close(small);
+}
+END_TEST
+
 static TCase *rules_case(const char *name, void (*setup)(void)) {
   TCase *tc = tcase_create(name);
   tcase_add_checked_fixture(tc, setup, teardown);
@@ -376,6 +450,8 @@ static TCase *rules_case(const char *name, void (*setup)(void)) {
   tcase_add_test(tc, owner_tenant_is_part_of_the_owner);
   tcase_add_test(tc, types_keep_keys_apart);
   tcase_add_test(tc, an_expiry_past_int64_is_refused);
+  tcase_add_test(tc, a_reservation_holds_at_most_100_attempts_by_default);
+  tcase_add_test(tc, a_full_reservation_refuses_a_new_attempt_and_nothing_else);
   return tc;
 }
 

@@ -103,6 +103,9 @@ typedef struct resv_options {
    * RESV_EINVALID: an unacknowledged write cannot tell reserved from
    * conflict. */
   int32_t write_concern;
+  int32_t max_holds;    /* most attempts holding one pending reservation;
+                         * default 100; a new attempt past it is
+                         * RESV_EINVALID (an attempt already there is not) */
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */
