@@ -22,6 +22,8 @@ int64_t resv__realtime_ms(void) { return read_ms(CLOCK_REALTIME); }
 
 int64_t resv__monotonic_ms(void) { return read_ms(CLOCK_MONOTONIC); }
 
+int64_t resv_clock_ms(void) { return resv__monotonic_ms(); }
+
 void resv__deadline_timespec(int64_t deadline_ms, struct timespec *ts) {
   ts->tv_sec = (time_t)(deadline_ms / 1000);
   ts->tv_nsec = (long)(deadline_ms % 1000) * 1000000L;

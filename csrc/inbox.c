@@ -26,6 +26,7 @@ struct resv_inbox {
   resv_job_t *tail;
   int fd;
   atomic_int refs;
+  unsigned generation; /* the fork generation that made it */
 };
 
 resv_inbox_t *resv_inbox_new(resv_error_t *err) {
@@ -42,6 +43,7 @@ resv_inbox_t *resv_inbox_new(resv_error_t *err) {
   }
   pthread_mutex_init(&inbox->mutex, NULL);
   atomic_init(&inbox->refs, 1);
+  inbox->generation = resv__generation_start();
   return inbox;
 }
 
@@ -57,7 +59,9 @@ void resv__inbox_unref(resv_inbox_t *inbox) {
 }
 
 void resv_inbox_destroy(resv_inbox_t *inbox) {
-  if (inbox) resv__inbox_unref(inbox);
+  /* A child forked after the inbox was made leaves the parent's alone:
+   * its jobs are the parent's, and so is the descriptor's counter. */
+  if (inbox && inbox->generation == resv__generation()) resv__inbox_unref(inbox);
 }
 
 int resv_inbox_fd(const resv_inbox_t *inbox) { return inbox->fd; }

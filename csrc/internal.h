@@ -21,6 +21,12 @@
  * so their number is bounded: 50,000 unbounded holds made a memory-store
  * reserve take over a millisecond and a MongoDB document megabytes. */
 #define RESV__DEFAULT_MAX_HOLDS 100
+/* How long a waiter waits past a call's deadline for the worker to answer
+ * it itself (its own timeout fires at the deadline) before it answers
+ * RESV_ETIMEOUT on its own. */
+#define RESV__DEADLINE_GRACE_MS 250
+/* The longest deadline, a store's or a call's: a day. */
+#define RESV__MAX_TIMEOUT_MS (24 * 3600 * 1000)
 #define RESV__COLLECTION_PREFIX "wow_reservation__"
 /* MongoDB's limit for "<database>.<collection>", in bytes. */
 #define RESV__MAX_NAMESPACE 255
@@ -60,6 +66,15 @@ int64_t resv__add_ms_sat(int64_t a, int64_t b);
  * with RESV_EINVALID naming both values when the sum is past int64. */
 bool resv__expiry(int64_t now, int64_t ttl_ms, int64_t *expires,
                   resv_error_t *err);
+
+/* ---- Processes (process.c) ------------------------------------------ */
+
+/* The fork generation of this process, counting fork()s from now on: an
+ * object made in this process records it at creation. */
+unsigned resv__generation_start(void);
+/* The fork generation now (one load): differs from the recorded one in a
+ * child forked after the object was made. */
+unsigned resv__generation(void);
 
 /* ---- Answers (answer.c) ---------------------------------------------- */
 
@@ -154,6 +169,7 @@ struct resv_job {
   atomic_bool done;
   bool in_inbox;          /* guarded by inbox->mutex */
   bool detached;          /* destroyed by its caller; guarded likewise */
+  unsigned generation;    /* the fork generation that made it */
   pthread_mutex_t mutex;  /* guards the wait for done */
   pthread_cond_t cond;
   resv_error_t error;

@@ -55,6 +55,7 @@ resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
   job->deadline = deadline;
   job->inbox = inbox;
   if (inbox) resv__inbox_ref(inbox);
+  job->generation = resv__generation_start();
   atomic_init(&job->refs, 1);
   atomic_init(&job->done, false);
   pthread_mutex_init(&job->mutex, NULL);
@@ -121,8 +122,24 @@ const resv_answer_t *resv_job_answer(const resv_job_t *job) {
   return &job->answer;
 }
 
+int64_t resv_job_deadline(const resv_job_t *job) {
+  return resv__add_ms_sat(job->deadline, RESV__DEADLINE_GRACE_MS);
+}
+
+resv_job_t *resv_job_ref(resv_job_t *job) {
+  atomic_fetch_add_explicit(&job->refs, 1, memory_order_relaxed);
+  return job;
+}
+
+void resv_job_unref(resv_job_t *job) {
+  if (job) resv__job_unref(job);
+}
+
 void resv_job_destroy(resv_job_t *job) {
-  if (!job) return;
+  /* In a child forked after the job was made, its inbox's mutex may be
+   * held by a thread that no longer exists: the parent's job is left as
+   * it is. */
+  if (!job || job->generation != resv__generation()) return;
   if (job->inbox) resv__inbox_remove(job->inbox, job);
   resv__job_unref(job);
 }

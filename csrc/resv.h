@@ -201,6 +201,7 @@ typedef struct resv_request {
   resv_str_t attempt;
   int64_t ttl_ms;
   int64_t version;
+  int64_t timeout_ms; /* > 0: this call's deadline; 0: the store's */
 } resv_request_t;
 
 /* Runs a call and waits for its answer (or its deadline). Fills answer
@@ -220,12 +221,50 @@ bool resv_call(resv_type_t *type, const resv_request_t *request,
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *request,
                         resv_inbox_t *inbox, resv_error_t *err);
 
+/* resv_call and resv_submit with the request's strings as arguments
+ * (length, then pointer, for each of key tenant, namespace, key, owner
+ * tenant, owner id and attempt; NULL with length 0 is ""). For bindings
+ * whose strings are kept alive only as arguments of a call: LuaJIT's FFI
+ * keeps a call's arguments alive for the call, never the pointers stored
+ * in a struct's fields. resv_call_args reads them only during the call;
+ * resv_submit_args copies them before it returns. */
+bool resv_call_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
+                    int64_t version, int64_t timeout_ms,
+                    size_t key_tenant_len, const char *key_tenant,
+                    size_t ns_len, const char *ns,
+                    size_t key_len, const char *key,
+                    size_t owner_tenant_len, const char *owner_tenant,
+                    size_t owner_id_len, const char *owner_id,
+                    size_t attempt_len, const char *attempt,
+                    resv_answer_t *answer, resv_error_t *err);
+resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
+                             int64_t version, int64_t timeout_ms,
+                             size_t key_tenant_len, const char *key_tenant,
+                             size_t ns_len, const char *ns,
+                             size_t key_len, const char *key,
+                             size_t owner_tenant_len, const char *owner_tenant,
+                             size_t owner_id_len, const char *owner_id,
+                             size_t attempt_len, const char *attempt,
+                             resv_inbox_t *inbox, resv_error_t *err);
+
 /* True once the job has its answer or error. Never blocks. */
 bool resv_job_done(const resv_job_t *job);
 
 /* Waits up to timeout_ms (negative: without limit) for the job. Returns
  * resv_job_done(job). */
 bool resv_job_wait(resv_job_t *job, int64_t timeout_ms);
+
+/* When a waiter may give up on the job, on resv_clock_ms's clock: the
+ * call's deadline plus the grace its worker has to answer it itself. A
+ * job not done then is past its deadline (answer RESV_ETIMEOUT, destroy
+ * it: the worker frees it when it ends). */
+int64_t resv_job_deadline(const resv_job_t *job);
+
+/* Adds a reference to job, for a thread that waits on it while its owner
+ * may destroy it meanwhile; resv_job_unref drops it (the last reference
+ * frees the job). resv_job_destroy drops the owner's. Returns job. */
+resv_job_t *resv_job_ref(resv_job_t *job);
+void resv_job_unref(resv_job_t *job);
 
 /* A finished job's error (code RESV_OK when it has an answer), or NULL when
  * it is not finished. Owned by the job. */
@@ -236,7 +275,9 @@ const resv_error_t *resv_job_error(const resv_job_t *job);
 const resv_answer_t *resv_job_answer(const resv_job_t *job);
 
 /* Frees a job. A job still running is freed by its worker when it ends;
- * a finished job still in its inbox is taken out of it. Accepts NULL. */
+ * a finished job still in its inbox is taken out of it. A job made before
+ * a fork() is left alone in the child (it belongs to the parent's
+ * threads). Accepts NULL. */
 void resv_job_destroy(resv_job_t *job);
 
 /* ---- Inboxes: completion queues ------------------------------------- */
@@ -244,7 +285,9 @@ void resv_job_destroy(resv_job_t *job);
 /* A completion queue with an eventfd. Any number of stores' jobs may
  * finish into one inbox. Freed with resv_inbox_destroy once every job
  * submitted to it is destroyed (jobs hold a reference, so an early
- * destroy only drops the caller's). */
+ * destroy only drops the caller's). An inbox belongs to the process that
+ * made it: in a child forked after, destroy leaves it alone, and the
+ * child makes its own. */
 resv_inbox_t *resv_inbox_new(resv_error_t *err);
 void resv_inbox_destroy(resv_inbox_t *inbox);
 
@@ -268,6 +311,15 @@ void resv_answer_clear(resv_answer_t *answer);
 const char *resv_status_name(int32_t status);
 const char *resv_state_name(int32_t state);
 const char *resv_code_name(int32_t code);
+
+/* The monotonic clock deadlines are measured on, in milliseconds. */
+int64_t resv_clock_ms(void);
+
+/* How many fork()s made this process since the library first counted
+ * (stores, jobs and inboxes start the count). A binding compares it to
+ * tell the objects it made in this process from ones inherited over a
+ * fork(), which belong to the parent. */
+uint32_t resv_process_generation(void);
 
 /* The library's version, e.g. "0.1.0". */
 const char *resv_version(void);

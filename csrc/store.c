@@ -20,10 +20,6 @@
 
 /* A clock value meaning "read the system clock". */
 #define SYSTEM_CLOCK INT64_MIN
-/* How long resv_call waits past the deadline for a worker to answer it
- * itself (its socket timeout fires at the deadline) before answering
- * RESV_ETIMEOUT on its own. */
-#define DEADLINE_GRACE_MS 250
 
 struct resv_store {
   const resv__backend_ops_t *ops;
@@ -47,18 +43,9 @@ struct resv_store {
   char database[64]; /* MongoDB's limit: 63 bytes */
 };
 
-/* Counts the fork()s that made this process (a child inherits the count
- * and adds one). Comparing it is how a call sees that its store was opened
- * in another process: getpid() costs a system call on every call, about a
- * third of a memory-store call. */
-static atomic_uint fork_generation;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void count_fork(void) { atomic_fetch_add(&fork_generation, 1); }
-static void install_fork_counter(void) { pthread_atfork(NULL, NULL, count_fork); }
-
+/* A store used in a child forked after it was opened (process.c). */
 static bool forked(const resv_store_t *store) {
-  return store->generation != atomic_load_explicit(&fork_generation, memory_order_relaxed);
+  return store->generation != resv__generation();
 }
 
 static bool option_in_range(const char *name, int32_t value, int32_t max,
@@ -90,7 +77,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   if (options) o = *options;
   if (!option_in_range("threads", o.threads, 1024, err) ||
       !option_in_range("queue", o.queue, 1 << 24, err) ||
-      !option_in_range("timeout_ms", o.timeout_ms, 24 * 3600 * 1000, err) ||
+      !option_in_range("timeout_ms", o.timeout_ms, RESV__MAX_TIMEOUT_MS, err) ||
       !option_in_range("max_string", o.max_string, 1 << 20, err) ||
       !option_in_range("max_holds", o.max_holds, 1 << 20, err))
     return NULL;
@@ -132,8 +119,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
       return NULL;
     }
   }
-  pthread_once(&atfork_once, install_fork_counter);
-  store->generation = atomic_load(&fork_generation);
+  store->generation = resv__generation_start();
   store->pid = getpid();
   store->timeout_ms = o.timeout_ms;
   store->max_string = (size_t)o.max_string;
@@ -333,9 +319,12 @@ static void execute_job(resv_job_t *job) {
 static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
                           resv_inbox_t *inbox, bool validated, resv_error_t *err) {
   resv_store_t *store = type->store;
+  /* A bad timeout_ms fails validation below; the deadline it gives meanwhile
+   * is never used. */
+  int64_t timeout_ms = req->timeout_ms > 0 && req->timeout_ms <= RESV__MAX_TIMEOUT_MS
+                           ? req->timeout_ms : store->timeout_ms;
   resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
-                                  resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms),
-                                  err);
+                                  resv__add_ms_sat(resv__monotonic_ms(), timeout_ms), err);
   if (!job) return NULL;
   if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
       !check_open(store, &job->error)) {
@@ -365,9 +354,9 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   resv_job_t *job = submit(type, req, NULL, true, err);
   if (!job) return false;
   bool ok = false;
-  if (!resv_job_wait(job, resv__add_ms_sat(job->deadline - resv__monotonic_ms(),
-                                           DEADLINE_GRACE_MS))) {
-    resv__fail(err, RESV_ETIMEOUT, "no answer within %lld ms", (long long)store->timeout_ms);
+  if (!resv_job_wait(job, resv_job_deadline(job) - resv__monotonic_ms())) {
+    resv__fail(err, RESV_ETIMEOUT, "no answer within %lld ms",
+               (long long)(req->timeout_ms > 0 ? req->timeout_ms : store->timeout_ms));
   } else if (job->error.code != RESV_OK) {
     if (err) *err = job->error;
   } else {
@@ -376,4 +365,47 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   }
   resv_job_destroy(job);
   return ok;
+}
+
+/* ---- calls with their strings as arguments (bindings) ---------------- */
+
+static resv_str_t arg_str(size_t len, const char *ptr) {
+  return (resv_str_t){ptr ? ptr : "", ptr ? len : 0};
+}
+
+#define REQUEST_OF_ARGS                                                      \
+  {                                                                          \
+    .op = op,                                                                \
+    .key = {arg_str(key_tenant_len, key_tenant), arg_str(ns_len, ns),        \
+            arg_str(key_len, key)},                                          \
+    .owner = {arg_str(owner_tenant_len, owner_tenant),                       \
+              arg_str(owner_id_len, owner_id)},                              \
+    .attempt = arg_str(attempt_len, attempt), .ttl_ms = ttl_ms,              \
+    .version = version, .timeout_ms = timeout_ms,                            \
+  }
+
+bool resv_call_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
+                    int64_t version, int64_t timeout_ms,
+                    size_t key_tenant_len, const char *key_tenant,
+                    size_t ns_len, const char *ns,
+                    size_t key_len, const char *key,
+                    size_t owner_tenant_len, const char *owner_tenant,
+                    size_t owner_id_len, const char *owner_id,
+                    size_t attempt_len, const char *attempt,
+                    resv_answer_t *answer, resv_error_t *err) {
+  resv_request_t req = REQUEST_OF_ARGS;
+  return resv_call(type, &req, answer, err);
+}
+
+resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
+                             int64_t version, int64_t timeout_ms,
+                             size_t key_tenant_len, const char *key_tenant,
+                             size_t ns_len, const char *ns,
+                             size_t key_len, const char *key,
+                             size_t owner_tenant_len, const char *owner_tenant,
+                             size_t owner_id_len, const char *owner_id,
+                             size_t attempt_len, const char *attempt,
+                             resv_inbox_t *inbox, resv_error_t *err) {
+  resv_request_t req = REQUEST_OF_ARGS;
+  return resv_submit(type, &req, inbox, err);
 }

@@ -70,6 +70,9 @@ bool resv__validate_request(const resv_request_t *req, size_t max,
   if (!req) return resv__fail(err, RESV_EINVALID, "request: NULL");
   if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_GET)
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)req->op);
+  if (req->timeout_ms < 0 || req->timeout_ms > RESV__MAX_TIMEOUT_MS)
+    return resv__fail(err, RESV_EINVALID, "timeout_ms: must be from 1 to %d, got %lld",
+                      RESV__MAX_TIMEOUT_MS, (long long)req->timeout_ms);
   if (!check_string("key.tenant", &req->key.tenant, false, max, err) ||
       !check_string("key.namespace", &req->key.ns, true, max, err) ||
       !check_string("key.key", &req->key.key, true, max, err))

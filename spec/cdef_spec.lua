@@ -10,19 +10,23 @@ describe("resv.cdef", function()
     end
   end)
 
-  it("declares every function the module uses", function()
+  it("declares every C function and constant the Lua modules use", function()
     local C = require "resv.ffi"
-    for _, name in ipairs {
-      "resv_store_open", "resv_store_shutdown", "resv_store_close",
-      "resv_store_set_time", "resv_store_use_system_time", "resv_store_now",
-      "resv_store_describe", "resv_store_type", "resv_type_collection",
-      "resv_call", "resv_submit", "resv_job_done", "resv_job_wait",
-      "resv_job_error", "resv_job_answer", "resv_job_destroy",
-      "resv_inbox_new", "resv_inbox_destroy", "resv_inbox_fd",
-      "resv_inbox_drain", "resv_inbox_wait", "resv_answer_clear",
-      "resv_status_name", "resv_state_name", "resv_code_name", "resv_version",
-    } do
-      assert.is_not_nil(C[name], name)
+    local files = { "lua/resv.lua" }
+    for path in io.popen("ls lua/resv/*.lua"):lines() do
+      files[#files + 1] = path
     end
+    local used = 0
+    for _, path in ipairs(files) do
+      for name in helpers.read_file(path):gmatch("C%.(RESV_[%w_]+)") do
+        assert.is_not_nil(C[name], path .. ": " .. name)
+        used = used + 1
+      end
+      for name in helpers.read_file(path):gmatch("C%.(resv_[%w_]+)") do
+        assert.is_not_nil(C[name], path .. ": " .. name)
+        used = used + 1
+      end
+    end
+    assert.is_true(used > 30, "found only " .. used .. " uses of C")
   end)
 end)

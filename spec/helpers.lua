@@ -110,4 +110,46 @@ function _M.readable(fd, ms)
   return ffi.C.poll(p, 1, ms) == 1
 end
 
+-- Sets MongoDB's failCommand fail point on the server at uri (pymongo,
+-- through Debian's python3): data is the fail point's `data` document as
+-- a Python literal, times how many commands it applies to. Scope it with
+-- appName (the URI's `appname`) so other tests are not affected.
+function _M.fail_point(uri, times, data)
+  local script = table.concat({
+    "import sys, pymongo",
+    "c = pymongo.MongoClient(sys.argv[1], directConnection=True)",
+    "c.admin.command({'configureFailPoint': 'failCommand', 'mode': {'times': "
+      .. times .. "}, 'data': " .. data .. "})",
+  }, "; ")
+  local ok = os.execute("/usr/bin/python3 -c \"" .. script .. "\" '" .. uri .. "'")
+  assert(ok == true or ok == 0, "configureFailPoint failed")
+end
+
+-- The C functions the fork specs need.
+if not pcall(ffi.typeof, "resv_spec_pid_t") then
+  ffi.cdef [[
+    typedef int resv_spec_pid_t;
+    resv_spec_pid_t fork(void);
+    resv_spec_pid_t waitpid(resv_spec_pid_t pid, int *status, int options);
+    void _exit(int status);
+  ]]
+end
+
+-- Runs child() in a forked process and returns its exit code: child's
+-- result (true: 0, false or an error: 1). The child ends with _exit, so
+-- nothing of busted's runs in it.
+function _M.in_child(child)
+  local pid = ffi.C.fork()
+  assert(pid >= 0, "fork failed")
+  if pid == 0 then
+    local ok, result = pcall(child)
+    if not ok then io.stderr:write("child: ", tostring(result), "\n") end
+    io.stderr:flush()
+    ffi.C._exit((ok and result) and 0 or 1)
+  end
+  local status = ffi.new("int[1]")
+  assert(ffi.C.waitpid(pid, status, 0) == pid)
+  return math.floor(status[0] / 256)
+end
+
 return _M

@@ -18,39 +18,43 @@ typedef struct bad_request {
 
 static const bad_request_t bad_requests[] = {
     {"empty namespace", "key.namespace",
-     {RESV_OP_RESERVE, KEY("", "", "k"), OWNER("", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "", "k"), OWNER("", "o"), S("a"), 10, 0, 0}},
     {"empty key", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", ""), OWNER("", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", ""), OWNER("", "o"), S("a"), 10, 0, 0}},
     {"empty owner id", "owner.id",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", ""), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", ""), S("a"), 10, 0, 0}},
     {"empty attempt", "attempt",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S(""), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S(""), 10, 0, 0}},
     {"empty attempt on abandon", "attempt",
-     {RESV_OP_ABANDON, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, 0}},
+     {RESV_OP_ABANDON, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, 0, 0}},
     {"zero ttl", "ttl",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), 0, 0, 0}},
     {"negative ttl", "ttl",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), -5, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), -5, 0, 0}},
     {"huge ttl", "ttl",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), INT64_MAX, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), INT64_MAX, 0, 0}},
+    {"negative timeout", "timeout_ms",
+     {RESV_OP_GET, KEY("", "n", "k"), OWNER("", ""), S(""), 0, 0, -1}},
+    {"timeout over a day", "timeout_ms",
+     {RESV_OP_GET, KEY("", "n", "k"), OWNER("", ""), S(""), 0, 0, 24 * 3600 * 1000 + 1}},
     {"negative version", "version",
-     {RESV_OP_CONFIRM, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, -1}},
+     {RESV_OP_CONFIRM, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, -1, 0}},
     {"NUL in key", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", "a\0b"), OWNER("", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "a\0b"), OWNER("", "o"), S("a"), 10, 0, 0}},
     {"NUL in tenant", "key.tenant",
-     {RESV_OP_RESERVE, KEY("t\0", "n", "k"), OWNER("", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("t\0", "n", "k"), OWNER("", "o"), S("a"), 10, 0, 0}},
     {"bad UTF-8 in key", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", "\xff"), OWNER("", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "\xff"), OWNER("", "o"), S("a"), 10, 0, 0}},
     {"overlong UTF-8", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", "\xc0\xaf"), OWNER("", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "\xc0\xaf"), OWNER("", "o"), S("a"), 10, 0, 0}},
     {"UTF-16 surrogate", "owner.id",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "\xed\xa0\x80"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "\xed\xa0\x80"), S("a"), 10, 0, 0}},
     {"truncated UTF-8", "owner.tenant",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("\xe2\x82", "o"), S("a"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("\xe2\x82", "o"), S("a"), 10, 0, 0}},
     {"past U+10FFFF", "attempt",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("\xf4\x90\x80\x80"), 10, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("\xf4\x90\x80\x80"), 10, 0, 0}},
     {"unknown op", "op",
-     {99, KEY("", "n", "k"), OWNER("", "o"), S("a"), 10, 0}},
+     {99, KEY("", "n", "k"), OWNER("", "o"), S("a"), 10, 0, 0}},
 };
 
 START_TEST(bad_request_is_invalid_and_writes_nothing) {
@@ -85,7 +89,7 @@ START_TEST(strings_longer_than_max_string_are_invalid) {
   resv_store_t *store = resv_store_open(&o, &err);
   resv_type_t *t = test_fresh_type(store, "v");
   resv_answer_t a = {0};
-  resv_request_t r = {RESV_OP_RESERVE, KEY("", "n", "12345678"), OWNER("", "o"), S("a"), 10, 0};
+  resv_request_t r = {RESV_OP_RESERVE, KEY("", "n", "12345678"), OWNER("", "o"), S("a"), 10, 0, 0};
   ck_assert(resv_call(t, &r, &a, &err));
   r.key.key = resv_cstr("123456789");
   ck_assert(!resv_call(t, &r, &a, &err));

@@ -4,7 +4,9 @@
 -- change without touching it:
 --   usable()  true when the running code is in an nginx phase whose
 --             coroutine may yield;
---   wait(job) returns once resv_job_done(job), yielding meanwhile.
+--   wait(job) returns true once resv_job_done(job), or false once the
+--             job's deadline plus grace (resv_job_deadline) has passed,
+--             yielding meanwhile.
 -- and two for the nginx configuration and benchmarks:
 --   use(name)    picks the mechanism; true, or nil and an error;
 --   mechanism()  the name of the mechanism in use.
@@ -34,9 +36,14 @@
 --   "block"    resv_job_wait on the worker's own thread: blocks every
 --              request of the worker. A baseline for benchmarks only.
 --
--- A job a thread or the watcher still looks at is kept referenced here, so
--- the collector never frees it under them (see resv.lua: a waiting job
--- carries ffi.gc(job, resv_job_destroy)).
+-- A job a pool thread waits on holds a C reference of that thread's
+-- (resv_job_ref before the thread starts, resv_job_unref when it returns),
+-- so the job outlives the wait even when the request's coroutine is gone
+-- (a client abort with lua_check_client_abort on kills it mid-wait): the
+-- collector frees the job's Lua side as for any dropped call (resv.type:
+-- a waiting job carries ffi.gc(job, resv_job_destroy)), and nothing stays
+-- pinned. The watcher keeps its waiters until their job is done or past
+-- its deadline.
 --
 -- `ngx` is looked up when the module loads (lua-nginx-module sets it before
 -- any Lua code runs); _use() replaces it, for tests outside nginx.
@@ -45,6 +52,7 @@ local C = require "resv.ffi"
 
 local rawget = rawget
 local pairs = pairs
+local setmetatable = setmetatable
 local pcall = pcall
 local require = require
 local tonumber = tonumber
@@ -53,6 +61,11 @@ local min = math.min
 local ffi_cast = ffi.cast
 local resv_job_done = C.resv_job_done
 local resv_job_wait = C.resv_job_wait
+local resv_job_deadline = C.resv_job_deadline
+local resv_job_ref = C.resv_job_ref
+local resv_job_unref = C.resv_job_unref
+local resv_clock_ms = C.resv_clock_ms
+local job_address = require("resv.base").job_address
 
 local ngx = rawget(_G, "ngx")
 
@@ -79,7 +92,6 @@ local THREAD_POOL = "resv"
 local THREAD_SLICE_MS = 1000 -- longest wait in a pool thread; then again
 
 local job_ptr = ffi.typeof("resv_job_t *")
-local uintptr_t = ffi.typeof("uintptr_t")
 
 local MECHANISMS = { thread = true, watcher = true, backoff = true,
                      block = true }
@@ -88,8 +100,9 @@ local thread_broken    -- why the thread pool cannot be used, once known
 
 local _M = {}
 
-local function job_address(job)
-  return tonumber(ffi_cast(uintptr_t, job))
+-- Milliseconds until job's waiter gives up (<= 0: now).
+local function left_ms(job)
+  return tonumber(resv_job_deadline(job) - resv_clock_ms())
 end
 
 function _M.usable()
@@ -107,9 +120,14 @@ local function wait_backoff(job)
   local sleep = ngx.sleep
   local step = FIRST_STEP
   while not resv_job_done(job) do
-    sleep(step)
+    local left = left_ms(job)
+    if left <= 0 then
+      return false
+    end
+    sleep(min(step, left / 1000))
     step = min(step * 2, MAX_STEP)
   end
+  return true
 end
 
 ---------------------------------------------------------------------------
@@ -132,7 +150,7 @@ local function watch(premature)
   while nwaiters > 0 do
     -- Removing the visited entry while traversing is allowed in Lua.
     for address, w in pairs(waiters) do
-      if premature or resv_job_done(w.job) then
+      if premature or resv_job_done(w.job) or left_ms(w.job) <= 0 then
         forget(address)
         w.sema:post(1)
       end
@@ -171,20 +189,31 @@ local function wait_watcher(job)
     watching = true
   end
   while not resv_job_done(job) do
-    sema:wait(SAFETY)
+    local left = left_ms(job)
+    if left <= 0 then
+      break
+    end
+    sema:wait(min(SAFETY, left / 1000))
   end
   forget(address)
+  return resv_job_done(job)
 end
 
 ---------------------------------------------------------------------------
 -- thread
 
-local pinned = {} -- job address -> job, while a pool thread waits on it
+-- The jobs pool threads wait on, for waiting(): weak, so a job whose
+-- request is gone leaves once collected.
+local threaded = setmetatable({}, { __mode = "k" })
 
 -- Runs in a thread of nginx's pool, in that thread's own Lua state: blocks
--- until the job at address is done or timeout_ms passed.
+-- until the job at address is done or timeout_ms passed, then drops the
+-- reference wait_thread took for it.
 function _M.thread_wait(address, timeout_ms)
-  return resv_job_wait(ffi_cast(job_ptr, address), timeout_ms)
+  local job = ffi_cast(job_ptr, address)
+  local done = resv_job_wait(job, timeout_ms)
+  resv_job_unref(job)
+  return done
 end
 
 local function wait_thread(job)
@@ -193,12 +222,19 @@ local function wait_thread(job)
     return wait_watcher(job)
   end
   local address = job_address(job)
-  pinned[address] = job
+  threaded[job] = true
   while not resv_job_done(job) do
+    local left = left_ms(job)
+    if left <= 0 then
+      break
+    end
+    resv_job_ref(job)
     local ok, err = run(THREAD_POOL, "resv.ngx", "thread_wait", address,
-                        THREAD_SLICE_MS)
+                        min(THREAD_SLICE_MS, left))
     if not ok then
-      pinned[address] = nil
+      -- The thread never ran: its reference is ours to drop.
+      resv_job_unref(job)
+      threaded[job] = nil
       thread_broken = tostring(err)
       ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
               "); waiting by the watcher from now on. Add `thread_pool ",
@@ -206,13 +242,15 @@ local function wait_thread(job)
       return wait_watcher(job)
     end
   end
-  pinned[address] = nil
+  threaded[job] = nil
+  return resv_job_done(job)
 end
 
 ---------------------------------------------------------------------------
 
 local function wait_block(job)
-  resv_job_wait(job, -1)
+  local left = left_ms(job)
+  return resv_job_wait(job, left > 0 and left or 0)
 end
 
 local WAIT = {
@@ -246,10 +284,11 @@ function _M.mechanism()
   return chosen
 end
 
--- How many calls the watcher and the threads wait for (for /health).
+-- How many calls the watcher and the threads wait for (for /health). A
+-- call whose request was aborted counts until its job is collected.
 function _M.waiting()
   local n = nwaiters
-  for _ in pairs(pinned) do
+  for _ in pairs(threaded) do
     n = n + 1
   end
   return n

@@ -17,11 +17,21 @@
 -- result) or run() (second result, the first being false); spawn() itself
 -- never raises for them.
 --
+-- A waiting coroutine gives up at its job's deadline plus a grace
+-- (resv_job_deadline): poll() resumes it then, run() sleeps no longer than
+-- that, and resv.timeout() tells a host with its own loop how long it may
+-- wait before the next poll().
+--
 -- The inbox is made on first use, never when the module loads: nginx loads
 -- modules in the master process, and the inbox's eventfd must belong to the
--- worker that uses it.
+-- worker that uses it. The coroutines, the inbox and its answers belong to
+-- the process that made them (SPEC section 9): in a child forked after,
+-- the first call into this module finds the fork generation changed and
+-- starts afresh, leaving the parent's objects alone (the C side leaves a
+-- parent's inbox and jobs untouched in a child).
 local ffi = require "ffi"
 local C = require "resv.ffi"
+local base = require "resv.base"
 
 local coroutine = coroutine
 local co_create = coroutine.create
@@ -31,12 +41,11 @@ local co_status = coroutine.status
 local co_yield = coroutine.yield
 local traceback = debug.traceback
 local error = error
+local pairs = pairs
 local type = type
 local tonumber = tonumber
-local ffi_cast = ffi.cast
 local ffi_gc = ffi.gc
 local ffi_new = ffi.new
-local ffi_string = ffi.string
 
 local resv_inbox_new = C.resv_inbox_new
 local resv_inbox_destroy = C.resv_inbox_destroy
@@ -44,43 +53,48 @@ local resv_inbox_fd = C.resv_inbox_fd
 local resv_inbox_drain = C.resv_inbox_drain
 local resv_inbox_wait = C.resv_inbox_wait
 local resv_job_done = C.resv_job_done
-local resv_code_name = C.resv_code_name
+local resv_job_deadline = C.resv_job_deadline
+local resv_clock_ms = C.resv_clock_ms
+local resv_process_generation = C.resv_process_generation
+
+local error_string = base.error_string
+local job_address = base.job_address
+local err_buf = base.err_buf
 
 local DRAIN_MAX = 64
 
-local err_buf = ffi_new("resv_error_t")
 local drained = ffi_new("resv_job_t *[?]", DRAIN_MAX)
-local uintptr_t = ffi.typeof("uintptr_t")
 
 -- The token a waiting coroutine yields, so poll() can tell it from a
 -- coroutine that yielded on its own.
 local WAITING = {}
 
+local generation     -- the fork generation the state below belongs to
 local inbox          -- cdata resv_inbox_t *, made by get_inbox()
 local spawned = {}   -- coroutine -> true, while it has not ended
 local live = 0       -- how many coroutines spawned holds
 local waiting = {}   -- job address -> coroutine waiting for that job
+local give_up = {}   -- waiting coroutine -> when it stops waiting (clock ms)
+local earliest       -- the smallest value of give_up, nil when empty
 local ready = {}     -- coroutines that yielded on their own, in order
 local failures = {}  -- tracebacks not yet handed out
 
 local _M = {}
 
--- "<code>: <message>" for a filled resv_error_t.
-local function error_string(err)
-  local code = ffi_string(resv_code_name(err.code))
-  local message = ffi_string(err.message)
-  if message == "" then
-    return code
+-- In a child forked since the state was made, the state is the parent's:
+-- drop it (the coroutines never run here, the inbox is never read).
+local function own_process()
+  local now = resv_process_generation()
+  if generation ~= now then
+    generation = now
+    inbox = nil
+    spawned, live, waiting, give_up, earliest = {}, 0, {}, {}, nil
+    ready, failures = {}, {}
   end
-  return code .. ": " .. message
-end
-_M.error_string = error_string
-
-local function job_address(job)
-  return tonumber(ffi_cast(uintptr_t, job))
 end
 
 local function get_inbox()
+  own_process()
   if inbox == nil then
     local made = resv_inbox_new(err_buf)
     if made == nil then
@@ -92,22 +106,36 @@ local function get_inbox()
 end
 _M.inbox = get_inbox
 
--- True when the running coroutine was started by spawn().
+-- True when the running coroutine was started by spawn() in this process.
 function _M.in_spawned()
   local co = co_running()
-  return co ~= nil and spawned[co] == true
+  if co == nil or spawned[co] ~= true then
+    return false
+  end
+  own_process()
+  return spawned[co] == true
 end
 
--- Parks the running spawned coroutine until job is done. job was
--- submitted with this module's inbox.
+-- Parks the running spawned coroutine until job is done or its deadline
+-- (plus grace) has passed. job was submitted with this module's inbox.
+-- Returns true when the job is done.
 function _M.wait(job)
   local co = co_running()
   local address = job_address(job)
+  local until_ms = tonumber(resv_job_deadline(job))
   waiting[address] = co
-  repeat
+  give_up[co] = until_ms
+  if earliest == nil or until_ms < earliest then
+    earliest = until_ms
+  end
+  local done = resv_job_done(job)
+  while not done and resv_clock_ms() < until_ms do
     co_yield(WAITING)
-  until resv_job_done(job)
+    done = resv_job_done(job)
+  end
   waiting[address] = nil
+  give_up[co] = nil
+  return done
 end
 
 local function finished(co)
@@ -132,6 +160,7 @@ function _M.spawn(fn, ...)
   if type(fn) ~= "function" then
     error("resv.spawn: expected a function, got " .. type(fn), 2)
   end
+  own_process()
   local co = co_create(fn)
   spawned[co] = true
   live = live + 1
@@ -148,8 +177,28 @@ local function take_failures()
   return taken
 end
 
+-- Adds to woken (made when needed) the coroutines whose deadline has
+-- passed, and recomputes the earliest deadline of the others.
+local function past_deadline(woken)
+  if earliest == nil or resv_clock_ms() < earliest then
+    return woken
+  end
+  local now = resv_clock_ms()
+  earliest = nil
+  for co, until_ms in pairs(give_up) do
+    if until_ms <= now then
+      woken = woken or {}
+      woken[#woken + 1] = co
+    elseif earliest == nil or until_ms < earliest then
+      earliest = until_ms
+    end
+  end
+  return woken
+end
+
 -- Resumes what can go on; returns how many coroutines were resumed.
 local function resume_ready()
+  own_process()
   local resumed = 0
 
   if ready[1] ~= nil then
@@ -161,10 +210,12 @@ local function resume_ready()
     resumed = #yielded
   end
 
+  -- Collect first, resume after: a resumed coroutine may submit jobs that
+  -- finish into the inbox before this loop ends. A coroutine listed twice
+  -- (done and past its deadline) is resumed once; one resumed while not
+  -- ready yet waits again (_M.wait loops).
+  local woken
   if inbox ~= nil then
-    -- Collect first, resume after: a resumed coroutine may submit jobs
-    -- that finish into the inbox before this loop ends.
-    local woken
     repeat
       local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
       for i = 0, n - 1 do
@@ -175,13 +226,16 @@ local function resume_ready()
         end
       end
     until n < DRAIN_MAX
-    if woken ~= nil then
-      for i = 1, #woken do
-        local co = woken[i]
-        if co_status(co) == "suspended" then
-          step(co)
-          resumed = resumed + 1
-        end
+  end
+  woken = past_deadline(woken)
+  if woken ~= nil then
+    local seen = {}
+    for i = 1, #woken do
+      local co = woken[i]
+      if not seen[co] and co_status(co) == "suspended" then
+        seen[co] = true
+        step(co)
+        resumed = resumed + 1
       end
     end
   end
@@ -210,6 +264,18 @@ local function append_failures(all)
   return all
 end
 
+-- Milliseconds until the next waiting coroutine's deadline (0 when one is
+-- past it), or nil when none waits: how long a host with its own event
+-- loop may wait for resv.fd() before it calls resv.poll() anyway.
+function _M.timeout()
+  own_process()
+  if earliest == nil then
+    return nil
+  end
+  local left = earliest - resv_clock_ms()
+  return left > 0 and left or 0
+end
+
 function _M.run()
   if _M.in_spawned() then
     error("resv.run: called from a spawned coroutine", 2)
@@ -224,7 +290,7 @@ function _M.run()
         -- are no longer waiting on a job): stop rather than hang.
         break
       end
-      resv_inbox_wait(inbox, -1)
+      resv_inbox_wait(inbox, _M.timeout() or -1)
     end
   end
   all = append_failures(all)
@@ -244,6 +310,7 @@ end
 
 -- How many spawned coroutines have not ended yet.
 function _M.pending()
+  own_process()
   return live
 end
 

@@ -10,6 +10,7 @@ uses e-mail addresses no other test or run uses.
 
 import concurrent.futures
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -176,7 +177,10 @@ class OnMongo(unittest.TestCase):
             sys.stderr.write('  /health while 4 sign-ups wait (%s): slowest %.1f ms\n'
                              % (wait, slowest))
             self.assertEqual(4, waiting, wait)  # /health ran beside them
-            self.assertLess(slowest, 50, wait)
+            # A blocked worker stalls /health for the 500 ms of the fail
+            # point (the control below); 150 ms leaves room for a loaded
+            # machine (58 ms seen with six builds running beside it).
+            self.assertLess(slowest, 150, wait)
             self.assertEqual([201] * 4, statuses(answers), (wait, answers))
 
     def test_the_check_above_sees_a_blocked_worker(self):
@@ -203,6 +207,53 @@ class OnMongo(unittest.TestCase):
                 status, body = gw.signup(email, fresh('fay'))
             self.assertEqual(503, status, body)
             self.assertIn('timeout', body['detail'])
+
+
+# A slow reserve a client may walk away from, and a probe of what the
+# worker still holds for such calls (resv.ngx.waiting(), after a full
+# collection: a call whose request is gone counts until its job is freed).
+ABORT_LOCATIONS = r"""
+    location = /slow_reserve {
+      lua_check_client_abort on;
+      content_by_lua_block {
+        local r, err = require("gateway").users():reserve(
+          { namespace = "abort", key = ngx.var.arg_k }, { id = "o" }, "a", 60000)
+        ngx.say(r and r.status or err)
+      }
+    }
+    location = /held {
+      content_by_lua_block {
+        collectgarbage()
+        collectgarbage()
+        ngx.say(require("resv.ngx").waiting())
+      }
+    }
+"""
+
+
+@needs_mongo
+class ClientAborts(unittest.TestCase):
+    """A request its client aborts leaves nothing pinned (issue 11, finding 3)."""
+
+    def abort(self, gw, key):
+        sock = socket.create_connection(('127.0.0.1', gw.port))
+        sock.sendall(('GET /slow_reserve?k=%s HTTP/1.1\r\nHost: x\r\n\r\n' % key).encode())
+        time.sleep(0.02)  # the call now waits for the store
+        sock.close()
+
+    def test_aborted_requests_leave_no_job_behind(self):
+        for wait in ('thread', 'watcher'):
+            with Gateway(uri=URI, wait=wait, extra_locations=ABORT_LOCATIONS) as gw:
+                with FailPoint(URI, blockConnection=True, blockTimeMS=200):
+                    for i in range(24):
+                        self.abort(gw, fresh('k%d' % i))
+                    # 24 calls on the store's 8 threads, 200 ms each: all
+                    # have ended well within a second.
+                    time.sleep(1.2)
+                held = int(str(gw.request('GET', '/held')[1]).strip())
+                self.assertEqual(0, held, wait)
+                status, body = gw.request('GET', '/slow_reserve?k=' + fresh('after'))
+                self.assertEqual((200, 'reserved'), (status, str(body).strip()), wait)
 
 
 class StoreDown(unittest.TestCase):

@@ -1,0 +1,373 @@
+-- resv.type: an aggregate type's calls (reserve, confirm, abandon, release,
+-- get) and their answers.
+--
+-- Each method reads every field of its key and owner exactly once, into
+-- locals, checks them, and hands them to C as arguments of the FFI call:
+-- LuaJIT keeps a call's arguments alive for the call, and resv_submit_args
+-- copies them before it returns. No pointer into a Lua string is ever kept
+-- in a struct field, where the collector would not see it (SPEC section 9:
+-- temporaries and __index-computed fields are fine).
+--
+-- The call then waits for its answer in the way the caller's context
+-- allows:
+--   * in a coroutine started by resv.spawn: submit the job to the module's
+--     inbox and yield; resv.poll()/resv.run() resume it (resv.sched);
+--   * in OpenResty, in a phase that may yield: submit the job and wait
+--     without blocking the worker (resv.ngx);
+--   * anywhere else: resv_call_args, which blocks until the answer or the
+--     call's deadline.
+-- A store that answers inline (the memory store) is called directly in
+-- every context: its answer is there at once. A waiter gives up at the
+-- job's deadline plus a grace (resv_job_deadline) and answers `timeout`.
+local ffi = require "ffi"
+local C = require "resv.ffi"
+local base = require "resv.base"
+local sched = require "resv.sched"
+local ngxwait = require "resv.ngx"
+
+local error = error
+local type = type
+local pairs = pairs
+local tostring = tostring
+local tonumber = tonumber
+local getmetatable = getmetatable
+local setmetatable = setmetatable
+local ffi_gc = ffi.gc
+local ffi_new = ffi.new
+local ffi_string = ffi.string
+
+local resv_call_args = C.resv_call_args
+local resv_submit_args = C.resv_submit_args
+local resv_job_done = C.resv_job_done
+local resv_job_error = C.resv_job_error
+local resv_job_answer = C.resv_job_answer
+local resv_job_destroy = C.resv_job_destroy
+local resv_answer_clear = C.resv_answer_clear
+local resv_type_collection = C.resv_type_collection
+local resv_clock_ms = C.resv_clock_ms
+
+local error_string = base.error_string
+local exact = base.exact
+local expected = base.expected
+local check_integer = base.check_integer
+local err_buf = base.err_buf
+local MAX_INTEGER = base.MAX_INTEGER
+local MAX_TIMEOUT_MS = base.MAX_TIMEOUT_MS
+local in_spawned = sched.in_spawned
+local get_inbox = sched.inbox
+local sched_wait = sched.wait
+local ngx_usable = ngxwait.usable
+local ngx_wait = ngxwait.wait
+
+-- The answer of an inline call, read back at once.
+local answer_buf = ffi_gc(ffi_new("resv_answer_t"), resv_answer_clear)
+
+local OP_RESERVE = C.RESV_OP_RESERVE
+local OP_CONFIRM = C.RESV_OP_CONFIRM
+local OP_ABANDON = C.RESV_OP_ABANDON
+local OP_RELEASE = C.RESV_OP_RELEASE
+local OP_GET = C.RESV_OP_GET
+
+local STATE_NONE = C.RESV_STATE_NONE
+local STATE_PENDING = C.RESV_STATE_PENDING
+
+-- The name tables end where C's names do ("unknown" past the last).
+local function names(name_of)
+  local t, i = {}, 0
+  while true do
+    local s = ffi_string(name_of(i))
+    if s == "unknown" then return t end
+    t[i] = s
+    i = i + 1
+  end
+end
+local status_names = names(C.resv_status_name)
+local state_names = names(C.resv_state_name)
+
+local Type = {}
+Type.__index = Type
+
+local _M = {}
+
+-- A type object over the C handle h of store (a Lua store object, which
+-- the type keeps alive: the handle belongs to it).
+function _M.new(h, store, inline)
+  return setmetatable({ handle = h, store = store, inline = inline }, Type)
+end
+
+---------------------------------------------------------------------------
+-- Answers
+
+local function lua_string(s)
+  return ffi_string(s.ptr, s.len)
+end
+
+local function owner_table(a)
+  return { tenant = lua_string(a.owner_tenant), id = lua_string(a.owner_id) }
+end
+
+local function holds_array(a)
+  local holds = {}
+  local h = a.holds
+  for i = 0, tonumber(a.nholds) - 1 do
+    holds[i + 1] = lua_string(h[i])
+  end
+  return holds
+end
+
+-- Converts a resv_answer_t to the table of SPEC section 9. A reserve or
+-- confirm passes its own owner (ot, oid) and attempt: a `reserved` or
+-- `confirmed` answer is always that owner's, and a reservation held by one
+-- attempt is held by this one, so those strings are reused instead of
+-- copied out of C again.
+local function answer_table(a, ot, oid, attempt)
+  local status = status_names[a.status] or tostring(a.status)
+  local state = a.state
+  local t = { status = status }
+  if state == STATE_NONE then
+    return t
+  end
+  local mine = ot ~= nil and status ~= "conflict"
+  t.owner = mine and { tenant = ot, id = oid } or owner_table(a)
+  if state == STATE_PENDING then
+    t.expires_at = exact(a.expires_at)
+    if status == "conflict" then
+      t.state = state_names[state]
+    elseif mine and a.nholds == 1 then
+      t.holds = { attempt }
+    else
+      t.holds = holds_array(a)
+    end
+  else
+    t.version = exact(a.version)
+    if status == "conflict" then
+      t.state = state_names[state]
+    end
+  end
+  return t
+end
+
+-- Reads a finished job, frees it and returns the answer or nil, err.
+local function finish_job(job, ot, oid, attempt)
+  local err = resv_job_error(job)
+  local res, msg
+  if err ~= nil and err.code ~= 0 then
+    msg = error_string(err)
+  else
+    local a = resv_job_answer(job)
+    if a == nil then
+      msg = "server: the job finished without an answer"
+    else
+      res = answer_table(a, ot, oid, attempt)
+    end
+  end
+  ffi_gc(job, nil)
+  resv_job_destroy(job)
+  return res, msg
+end
+
+-- A job whose waiter gave up at its deadline: the worker still running it
+-- frees it when it ends, and nobody reads its answer.
+local function give_up(job, started)
+  ffi_gc(job, nil)
+  resv_job_destroy(job)
+  return nil, "timeout: no answer within " .. tonumber(resv_clock_ms() - started) .. " ms"
+end
+
+---------------------------------------------------------------------------
+-- Arguments
+
+-- The per-call options { timeout_ms = n }: the call's deadline in ms, or
+-- 0 for the store's. Returns it, or nil and an error.
+local function call_timeout(opts)
+  if opts == nil then
+    return 0
+  end
+  if type(opts) ~= "table" then
+    return nil, expected("options", "a table", opts)
+  end
+  for name in pairs(opts) do
+    if name ~= "timeout_ms" then
+      return nil, "invalid: unknown call option " .. tostring(name)
+    end
+  end
+  local ms = opts.timeout_ms
+  if ms == nil then
+    return 0
+  end
+  return check_integer("timeout_ms", ms, 1, MAX_TIMEOUT_MS,
+                       "an integer from 1 to " .. MAX_TIMEOUT_MS)
+end
+
+-- Checks a string read from a caller's table (nil takes the default).
+local function string_field(what, s, default)
+  if s == nil and default ~= nil then
+    return default
+  end
+  if type(s) ~= "string" then
+    return nil, expected(what, "a string", s)
+  end
+  return s
+end
+
+-- A key table's fields, each read once: tenant, namespace, key; or nil and
+-- an error.
+local function key_fields(key)
+  if type(key) ~= "table" then
+    return nil, expected("key", "a table", key)
+  end
+  local tenant, ns, k = key.tenant, key.namespace, key.key
+  local err
+  tenant, err = string_field("key.tenant", tenant, "")
+  if not tenant then return nil, err end
+  ns, err = string_field("key.namespace", ns)
+  if not ns then return nil, err end
+  k, err = string_field("key.key", k)
+  if not k then return nil, err end
+  return tenant, ns, k
+end
+
+-- An owner table's fields, each read once: tenant, id; or nil and an error.
+local function owner_fields(owner)
+  if type(owner) ~= "table" then
+    return nil, expected("owner", "a table", owner)
+  end
+  local tenant, id = owner.tenant, owner.id
+  local err
+  tenant, err = string_field("owner.tenant", tenant, "")
+  if not tenant then return nil, err end
+  id, err = string_field("owner.id", id)
+  if not id then return nil, err end
+  return tenant, id
+end
+
+---------------------------------------------------------------------------
+-- The call
+
+-- Runs one call on type t and waits as the context allows. mine: a reserve
+-- or confirm, whose answer names the caller's owner (ot, oid) and attempt.
+local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, mine)
+  local timeout, err = call_timeout(opts)
+  if not timeout then return nil, err end
+  -- The owner an answer may reuse: only a reserve's or confirm's.
+  local aot = mine and ot or nil
+  local inline = t.inline
+  local spawned = not inline and in_spawned()
+  if not spawned and (inline or not ngx_usable()) then
+    if not resv_call_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                          #kk, kk, #ot, ot, #oid, oid,
+                          #attempt, attempt, answer_buf, err_buf) then
+      return nil, error_string(err_buf)
+    end
+    return answer_table(answer_buf, aot, oid, attempt)
+  end
+
+  local inbox
+  if spawned then
+    inbox, err = get_inbox()
+    if inbox == nil then
+      return nil, err
+    end
+  end
+  local started = resv_clock_ms()
+  local job = resv_submit_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                               #kk, kk, #ot, ot, #oid, oid,
+                               #attempt, attempt, inbox, err_buf)
+  if job == nil then
+    return nil, error_string(err_buf)
+  end
+  if not resv_job_done(job) then
+    -- Should the waiting coroutine be dropped (an aborted request), the
+    -- collector frees the job; resv_job_destroy copes with running jobs.
+    job = ffi_gc(job, resv_job_destroy)
+    local done
+    if spawned then
+      done = sched_wait(job)
+    else
+      done = ngx_wait(job)
+    end
+    if not done then
+      return give_up(job, started)
+    end
+  end
+  return finish_job(job, aot, oid, attempt)
+end
+
+---------------------------------------------------------------------------
+-- Methods
+
+local function check_type(self, method)
+  if getmetatable(self) ~= Type then
+    error("resv: " .. method .. " must be called on a type object "
+          .. "(store:type(...)), as t:" .. method .. "(...)", 3)
+  end
+end
+
+function Type:reserve(key, owner, attempt, ttl_ms, opts)
+  check_type(self, "reserve")
+  local kt, kn, kk = key_fields(key)
+  if not kt then return nil, kn end
+  local ot, oid = owner_fields(owner)
+  if not ot then return nil, oid end
+  if type(attempt) ~= "string" then
+    return nil, expected("attempt", "a string", attempt)
+  end
+  local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
+                                 "a positive integer (milliseconds)")
+  if not ttl then return nil, err end
+  return call(self, OP_RESERVE, ttl, 0, opts, kt, kn, kk, ot, oid, attempt, true)
+end
+
+function Type:confirm(key, owner, version, opts)
+  check_type(self, "confirm")
+  local kt, kn, kk = key_fields(key)
+  if not kt then return nil, kn end
+  local ot, oid = owner_fields(owner)
+  if not ot then return nil, oid end
+  local v, err = check_integer("version", version, 0, MAX_INTEGER,
+                               "a non-negative integer", true)
+  if not v then return nil, err end
+  return call(self, OP_CONFIRM, 0, v, opts, kt, kn, kk, ot, oid, "", true)
+end
+
+function Type:abandon(key, owner, attempt, opts)
+  check_type(self, "abandon")
+  local kt, kn, kk = key_fields(key)
+  if not kt then return nil, kn end
+  local ot, oid = owner_fields(owner)
+  if not ot then return nil, oid end
+  if type(attempt) ~= "string" then
+    return nil, expected("attempt", "a string", attempt)
+  end
+  return call(self, OP_ABANDON, 0, 0, opts, kt, kn, kk, ot, oid, attempt)
+end
+
+function Type:release(key, owner, opts)
+  check_type(self, "release")
+  local kt, kn, kk = key_fields(key)
+  if not kt then return nil, kn end
+  local ot, oid = owner_fields(owner)
+  if not ot then return nil, oid end
+  return call(self, OP_RELEASE, 0, 0, opts, kt, kn, kk, ot, oid, "")
+end
+
+function Type:get(key, opts)
+  check_type(self, "get")
+  local kt, kn, kk = key_fields(key)
+  if not kt then return nil, kn end
+  return call(self, OP_GET, 0, 0, opts, kt, kn, kk, "", "", "")
+end
+
+-- The MongoDB collection of the type ("wow_reservation__<c>__<a>").
+function Type:collection()
+  check_type(self, "collection")
+  return ffi_string(resv_type_collection(self.handle))
+end
+
+function Type:__tostring()
+  return "resv.type: " .. ffi_string(resv_type_collection(self.handle))
+end
+
+_M.Type = Type
+
+return _M
