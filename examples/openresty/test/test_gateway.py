@@ -163,7 +163,13 @@ class OnMongo(unittest.TestCase):
                     waiting_seen = 0
                     for _ in range(10):
                         t0 = time.monotonic()
-                        status, body = gw.get('/health', timeout=5)
+                        try:
+                            status, body = gw.get('/health', timeout=5)
+                        except TimeoutError:
+                            # Only a blocked worker keeps /health 5 s (the
+                            # control, whose sign-ups hold it in turn).
+                            slowest = max(slowest, time.monotonic() - t0)
+                            break
                         slowest = max(slowest, time.monotonic() - t0)
                         self.assertEqual(200, status)
                         waiting_seen = max(waiting_seen, body['signups'])
