@@ -41,7 +41,7 @@ HEADERS  := $(wildcard csrc/*.h csrc/test/*.h)
 DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 luajit2 lua-busted nginx-core libnginx-mod-http-lua \
                 python3-mockupdb python3-mongomock python3-pymongo valgrind \
-                lua-dkjson clang libclang-rt-14-dev
+                lua-dkjson clang libclang-rt-14-dev openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install \

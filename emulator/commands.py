@@ -92,6 +92,9 @@ def hello(request):
         reply.update([('hosts', [address]), ('setName', 'rs0'), ('setVersion', 1),
                       ('secondary', False), ('primary', address), ('me', address),
                       ('electionId', ObjectId('7fffffff0000000000000001'))])
+    mechanisms = emulator.auth.supported_mechanisms(command.get('saslSupportedMechs'))
+    if mechanisms is not None:
+        reply['saslSupportedMechs'] = mechanisms
     reply.update([
         ('maxBsonObjectSize', 16 * 1024 * 1024), ('maxMessageSizeBytes', 48000000),
         ('maxWriteBatchSize', 100000), ('localTime', datetime.datetime.utcnow()),
@@ -111,6 +114,21 @@ def build_info(request):
 
 
 def end_sessions(request):
+    return SON()
+
+
+def sasl_start(request):
+    return request.emulator.auth.sasl_start(request.connection, request.database,
+                                            request.command)
+
+
+def sasl_continue(request):
+    return request.emulator.auth.sasl_continue(request.connection, request.database,
+                                               request.command)
+
+
+def logout(request):
+    request.connection.user = None
     return SON()
 
 
@@ -501,6 +519,7 @@ HANDLERS = {
     'endSessions': end_sessions, 'configureFailPoint': configure_fail_point,
     'replSetStepDown': repl_set_step_down, 'replSetGetStatus': repl_set_get_status,
     'emulatorControl': emulator_control,
+    'saslStart': sasl_start, 'saslContinue': sasl_continue, 'logout': logout,
     'create': create, 'drop': drop, 'dropDatabase': drop_database,
     'listCollections': list_collections, 'listIndexes': list_indexes,
     'createIndexes': create_indexes, 'dropIndexes': drop_indexes,

@@ -8,6 +8,10 @@ write error inside ``writeErrors`` for the batch write commands.
 CODE_NAMES = {
     1: 'InternalError', 2: 'BadValue', 6: 'HostUnreachable', 7: 'HostNotFound',
     9: 'FailedToParse', 11: 'UserNotFound', 13: 'Unauthorized', 14: 'TypeMismatch',
+    17: 'ProtocolError', 18: 'AuthenticationFailed', 27: 'IndexNotFound',
+    64: 'WriteConcernFailed', 67: 'CannotCreateIndex', 76: 'NoReplicationEnabled',
+    79: 'UnknownReplWriteConcern', 85: 'IndexOptionsConflict', 86: 'IndexKeySpecsConflict',
+    100: 'UnsatisfiableWriteConcern', 334: 'MechanismUnavailable',
     20: 'IllegalOperation', 23: 'AlreadyInitialized', 26: 'NamespaceNotFound',
     43: 'CursorNotFound', 48: 'NamespaceExists', 50: 'MaxTimeMSExpired', 53: 'InvalidIdField',
     59: 'CommandNotFound', 61: 'ShardKeyNotFound', 63: 'StaleShardVersion',

@@ -109,7 +109,9 @@ class ReplicaSet:
 
     @property
     def uri(self):
-        return 'mongodb://%s/?replicaSet=%s' % (','.join(self.hosts), SET_NAME)
+        from .server import tls_options
+        return 'mongodb://%s/?replicaSet=%s%s' % (','.join(self.hosts), SET_NAME,
+                                                  tls_options(self.members[0].tls, '&'))
 
     @property
     def majority(self):

@@ -2,7 +2,8 @@
 
     /usr/bin/python3 emulator/run.py [--mongos | --replset [--lag-ms N]
                                      [--election-timeout-ms N]]
-                                     [--port N] [--ignore-stdin]
+                                     [--user NAME:PASSWORD:ROLE@DB]... [--tls] [--port N]
+                                     [--ignore-stdin]
 
 Prints exactly one line, ``mongodb://127.0.0.1:PORT/`` (with --replset the
 seed list of the three members, ``mongodb://127.0.0.1:P1,127.0.0.1:P2,
@@ -14,15 +15,20 @@ pipe) never leaves it running. ``--ignore-stdin`` serves on when stdin is
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from emulator.auth import User  # noqa: E402
 from emulator.replset import ReplicaSet  # noqa: E402
 from emulator.server import Emulator  # noqa: E402
+from emulator.tls import make_certificates  # noqa: E402
 
 
 def main(argv=None):
@@ -34,6 +40,12 @@ def main(argv=None):
                         help='replica set: replication lag of the secondaries')
     parser.add_argument('--election-timeout-ms', type=float, default=300,
                         help='replica set: time without a primary before an election')
+    parser.add_argument('--user', action='append', default=[], metavar='NAME:PASSWORD:ROLE@DB',
+                        help='a user (authentication is on once there is one); roles '
+                        'separated by commas, e.g. app:s3cret:readWrite@resv')
+    parser.add_argument('--tls', action='store_true',
+                        help='listen with TLS, with a certificate made now by openssl in a '
+                        'temporary directory; the URI then has tls=true&tlsCAFile=...')
     parser.add_argument('--port', type=int, default=0, help='port (0: any free port)')
     parser.add_argument('--ignore-stdin', action='store_true',
                         help='do not stop when stdin reaches end of file')
@@ -44,12 +56,20 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
 
+    users = [User.parse(text) for text in args.user]
+    tls = None
+    if args.tls:
+        directory = tempfile.mkdtemp(prefix='resv-emulator-tls-')
+        atexit.register(shutil.rmtree, directory, True)
+        tls = make_certificates(directory)
     if args.replset:
         ports = [args.port + i for i in range(3)] if args.port else None
         emulator = ReplicaSet(lag_ms=args.lag_ms, election_timeout_ms=args.election_timeout_ms,
-                              ports=ports, verbose=args.verbose).start()
+                              ports=ports, verbose=args.verbose, users=users,
+                              tls=tls).start()
     else:
-        emulator = Emulator(port=args.port, mongos=args.mongos, verbose=args.verbose).start()
+        emulator = Emulator(port=args.port, mongos=args.mongos, verbose=args.verbose,
+                            users=users, tls=tls).start()
     sys.stdout.write(emulator.uri + '\n')
     sys.stdout.flush()
 

@@ -31,11 +31,13 @@ from bson.son import SON
 from mockupdb import (OP_MSG, OP_MSG_FLAGS, OPCODES, Command, MockupDB, OpMsg, OpMsgReply,
                       OpReply, bind_tcp_socket, mock_server_receive)
 
+from .auth import Authenticator
 from .commands import Request, handler_for
 from .errors import CommandError
 from .failpoints import WRITE_COMMANDS, FailPoints
 from .ordered import id_key, to_son
 from .store import Store
+from .tls import server_context
 
 # execute() returns this when a fail point says to drop the connection.
 CLOSE_CONNECTION = object()
@@ -56,6 +58,7 @@ class Connection:
     def __init__(self, connection_id):
         self.id = connection_id
         self.app_name = None
+        self.user = None  # the authenticated auth.User
         self.after_reply = []  # called once the reply is sent (e.g. a kill)
 
 
@@ -64,13 +67,19 @@ class Emulator(MockupDB):
     or, made by replset.ReplicaSet, a member of a three-member set,
     listening on 127.0.0.1."""
 
-    def __init__(self, port=0, mongos=False, verbose=False, replset=None):
+    def __init__(self, port=0, mongos=False, verbose=False, replset=None, users=None,
+                 tls=None):
         super().__init__(port=port or None, verbose=False, request_timeout=int(1e6))
         self._address = ('127.0.0.1', port or 0)
         self.mongos = mongos
         self.replset = replset
         self.log_errors = verbose
         self.store = Store()
+        self.auth = Authenticator(users or [])
+        # tls: (ca file, certificate file, key file); connections then
+        # start with a TLS handshake and uri names the CA file.
+        self.tls = tls
+        self._tls_context = server_context(tls[1], tls[2]) if tls else None
         self.failpoints = FailPoints()
         self.cursors = {}
         self._connection_ids = itertools.count(1)
@@ -131,7 +140,7 @@ class Emulator(MockupDB):
     def uri(self):
         if self.replset is not None:
             return self.replset.uri
-        return 'mongodb://%s/' % self.address
+        return 'mongodb://%s/%s' % (self.address, tls_options(self.tls, '?'))
 
     # -- connections ------------------------------------------------------------
 
@@ -156,6 +165,19 @@ class Emulator(MockupDB):
         listener = self._listener
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls_context is not None:
+                raw = client
+                client.settimeout(10)
+                try:
+                    client = self._tls_context.wrap_socket(client, server_side=True)
+                except (OSError, ValueError):  # not TLS, or a failed handshake
+                    return
+                finally:
+                    with self._clients_lock:
+                        self._clients.discard(raw)
+                        if listener is self._listener:
+                            self._clients.add(client)
+                client.settimeout(None)
             while not self._stopping.is_set() and self._listener is listener:
                 try:
                     request = _receive_request(client, self)
@@ -214,6 +236,7 @@ class Emulator(MockupDB):
             return _error_reply(CommandError(59, 'no such command: \'\''))
         name = next(iter(command))
         try:
+            self.auth.check(connection, name, database, command)
             deadline = _deadline(command)
         except CommandError as error:
             return _error_reply(error)
@@ -318,6 +341,13 @@ def _receive_request(client, server):
         flags, = struct.unpack('<I', body[:4])
         body = struct.pack('<I', flags & ~_EXHAUST_ALLOWED) + body[4:]
     return OPCODES[opcode].unpack(body, client, server, request_id)
+
+
+def tls_options(tls, separator):
+    """The URI options that make a driver use TLS and trust tls's CA."""
+    if not tls:
+        return ''
+    return '%stls=true&tlsCAFile=%s' % (separator, tls[0])
 
 
 def _deadline(command):
