@@ -125,6 +125,9 @@ typedef struct resv__backend_ops {
                   resv_error_t *err);
   void (*describe)(void *backend, char *buf, size_t size);
   bool (*is_sharded)(void *backend);
+  /* Lets go of the network (connections, driver threads) once no call
+   * runs any more; describe and destroy still work after. May be NULL. */
+  void (*shutdown)(void *backend);
   /* Frees the backend; every type was freed before. */
   void (*destroy)(void *backend);
 } resv__backend_ops_t;
@@ -152,6 +155,10 @@ struct resv_type {
   char collection[RESV__MAX_NAMESPACE + 1];
   void *backend_state; /* owned by the backend (type_init/type_free) */
 };
+
+/* Stores being torn down by resv_store_close's reaper threads (for
+ * tests; the process waits for them at exit). */
+int resv__store_reapers(void);
 
 /* ---- Jobs (job.c) and the dispatcher (pool.c) ------------------------ */
 

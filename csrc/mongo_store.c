@@ -231,6 +231,16 @@ static bool mongo_is_sharded(void *backend) {
   return ((const resv__mongo_t *)backend)->is_mongos;
 }
 
+/* After the dispatcher's threads are joined (each gave its client back):
+ * the pool's connections and its monitoring thread go now, not when the
+ * store is freed (100 closed stores held 101 threads and 206 fds). */
+static void mongo_shutdown(void *backend) {
+  resv__mongo_t *m = backend;
+  if (m->pool)
+    mongoc_client_pool_destroy(m->pool);
+  m->pool = NULL;
+}
+
 static void mongo_destroy(void *backend) {
   resv__mongo_t *m = backend;
   if (!m)
@@ -257,6 +267,7 @@ static const resv__backend_ops_t mongo_ops = {
     .execute = mongo_execute,
     .describe = mongo_describe,
     .is_sharded = mongo_is_sharded,
+    .shutdown = mongo_shutdown,
     .destroy = mongo_destroy,
 };
 

@@ -142,12 +142,20 @@ typedef struct resv_inbox resv_inbox_t; /* where finished jobs arrive */
 resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err);
 
 /* Stops the store: jobs still queued answer RESV_ECLOSED, running ones
- * finish, the threads are joined. The handle stays valid (later calls
- * answer RESV_ECLOSED) until resv_store_close. Idempotent; accepts NULL. */
+ * finish, the threads are joined, and a MongoDB store's connections and
+ * driver threads are closed before it returns (it waits for a call in
+ * flight, at most that call's deadline). The handle stays valid (later
+ * calls answer RESV_ECLOSED) until resv_store_close. Idempotent, also
+ * from several threads at once; accepts NULL. */
 void resv_store_shutdown(resv_store_t *store);
 
-/* Shuts the store down if needed and frees it with its types. Accepts
- * NULL. No job of the store may be waited on afterwards. */
+/* Frees the store with its types, shutting it down first, and returns at
+ * once: when a call may still be on a server, a detached thread finishes
+ * the shutdown and frees it (the call's deadline bounds it; the process
+ * waits for such threads when it exits). Safe for a garbage collector.
+ * Accepts NULL. The handle and its types are gone on return; a job of
+ * the store may still be waited on and destroyed (it answers whatever its
+ * call ends with, or RESV_ECLOSED). */
 void resv_store_close(resv_store_t *store);
 
 /* Freezes the store's clock at ms (epoch milliseconds), for tests. */

@@ -28,6 +28,8 @@ struct resv_store {
   pid_t pid;          /* the process that opened the store */
   unsigned generation; /* fork_generation in that process */
   atomic_bool closed;
+  pthread_mutex_t shutdown_mutex; /* guards shut; held while shutting down */
+  bool shut;          /* resv_store_shutdown's work is done */
   atomic_int active;  /* inline calls in progress */
   _Atomic int64_t clock_ms;
   int64_t timeout_ms;
@@ -125,27 +127,31 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   store->max_string = (size_t)o.max_string;
   atomic_init(&store->clock_ms, SYSTEM_CLOCK);
   pthread_mutex_init(&store->types_mutex, NULL);
+  pthread_mutex_init(&store->shutdown_mutex, NULL);
   return store;
 }
 
 
 void resv_store_shutdown(resv_store_t *store) {
-  if (!store || atomic_exchange(&store->closed, true)) return;
+  if (!store) return;
+  atomic_store(&store->closed, true); /* new calls answer closed from here */
   if (forked(store)) return; /* the threads live in the parent only */
-  resv__pool_shutdown(store->pool);
-  while (atomic_load(&store->active) > 0) sched_yield();
+  /* One caller does the work; a concurrent one waits for it, so that
+   * every caller returns with the connections gone. */
+  pthread_mutex_lock(&store->shutdown_mutex);
+  if (!store->shut) {
+    resv__pool_shutdown(store->pool);
+    while (atomic_load(&store->active) > 0) sched_yield();
+    if (store->ops->shutdown) store->ops->shutdown(store->backend);
+    store->shut = true;
+  }
+  pthread_mutex_unlock(&store->shutdown_mutex);
 }
 
-void resv_store_close(resv_store_t *store) {
-  if (!store) return;
+/* Shuts the store down (waiting, when a call is on the server, for it to
+ * end) and frees it with its types. */
+static void teardown(resv_store_t *store) {
   resv_store_shutdown(store);
-  if (forked(store)) {
-    /* The pool's threads and the MongoDB client belong to the parent:
-     * touching them here could corrupt the parent's connections. Only the
-     * handle itself is freed. */
-    free(store);
-    return;
-  }
   resv__pool_free(store->pool);
   for (size_t b = 0; b < store->type_nbuckets; b++) {
     resv_type_t *type = store->type_buckets[b];
@@ -159,8 +165,92 @@ void resv_store_close(resv_store_t *store) {
   }
   free(store->type_buckets);
   store->ops->destroy(store->backend);
+  pthread_mutex_destroy(&store->shutdown_mutex);
   pthread_mutex_destroy(&store->types_mutex);
   free(store);
+}
+
+/* ---- reapers: closing without waiting -------------------------------- */
+
+/* resv_store_close is what a garbage collector calls (Lua's ffi.gc), and
+ * a collector must never wait on the network: a call blocked on the
+ * server held it for as long as the call (1.5 s seen). So a store that
+ * may still talk to a server is torn down by a detached reaper thread,
+ * bounded by the in-flight call's deadline and the driver's timeouts.
+ * The process waits for its reapers when it exits (and when libresv is
+ * unloaded: atexit in a shared object runs at dlclose), so none is cut
+ * off mid-teardown or outlives the code it runs. */
+static pthread_mutex_t reapers_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reapers_cond = PTHREAD_COND_INITIALIZER;
+static int reapers;                  /* running, guarded by reapers_mutex */
+static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
+
+static void wait_for_reapers(void) {
+  pthread_mutex_lock(&reapers_mutex);
+  while (reapers > 0) pthread_cond_wait(&reapers_cond, &reapers_mutex);
+  pthread_mutex_unlock(&reapers_mutex);
+}
+
+/* fork() copies the count but not the threads: the child has none. */
+static void reapers_lock(void) { pthread_mutex_lock(&reapers_mutex); }
+static void reapers_unlock(void) { pthread_mutex_unlock(&reapers_mutex); }
+static void reapers_after_fork_child(void) {
+  reapers = 0;
+  pthread_mutex_unlock(&reapers_mutex);
+}
+
+static void install_reapers(void) {
+  atexit(wait_for_reapers);
+  pthread_atfork(reapers_lock, reapers_unlock, reapers_after_fork_child);
+}
+
+static void *reap(void *arg) {
+  teardown(arg);
+  pthread_mutex_lock(&reapers_mutex);
+  if (--reapers == 0) pthread_cond_broadcast(&reapers_cond);
+  pthread_mutex_unlock(&reapers_mutex);
+  return NULL;
+}
+
+int resv__store_reapers(void) {
+  pthread_mutex_lock(&reapers_mutex);
+  int n = reapers;
+  pthread_mutex_unlock(&reapers_mutex);
+  return n;
+}
+
+void resv_store_close(resv_store_t *store) {
+  if (!store) return;
+  if (forked(store)) {
+    /* The pool's threads and the MongoDB client belong to the parent:
+     * touching them here could corrupt the parent's connections. Only the
+     * handle itself is freed. */
+    free(store);
+    return;
+  }
+  atomic_store(&store->closed, true);
+  /* Nothing left that could wait on a server: an inline store (its calls
+   * never wait), or one already shut down. Else a reaper does it. */
+  bool shut = !store->pool;
+  if (!shut && pthread_mutex_trylock(&store->shutdown_mutex) == 0) {
+    shut = store->shut;
+    pthread_mutex_unlock(&store->shutdown_mutex);
+  }
+  if (shut) {
+    teardown(store);
+    return;
+  }
+  pthread_once(&reapers_once, install_reapers);
+  pthread_mutex_lock(&reapers_mutex);
+  reapers++;
+  pthread_mutex_unlock(&reapers_mutex);
+  pthread_attr_t attr;
+  pthread_t thread;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&thread, &attr, reap, store);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) reap(store); /* no thread to be had: do it here, waiting */
 }
 
 void resv_store_set_time(resv_store_t *store, int64_t ms) {

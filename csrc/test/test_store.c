@@ -1,10 +1,13 @@
 /* test_store.c: the store handle (store.c): its types, and what closing
  * it leaves behind. Costs are asserted as counts or as the ratio of two
  * measurements in one run, never against a wall-clock limit. */
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "emu.h"
 #include "tests.h"
 
 static double thread_cpu_seconds(void) {
@@ -59,11 +62,134 @@ START_TEST(finding_a_type_costs_the_same_among_200_or_20000) {
 }
 END_TEST
 
+/* Entries of a /proc/self directory: the process's threads (task) or
+ * open descriptors (fd; the one reading it counts in every reading). */
+static int proc_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+/* Waits (at most 30 s: a liveness bound, not a speed limit) for the
+ * reapers of closed stores to finish. */
+static void wait_for_reapers(void) {
+  for (int i = 0; i < 3000 && resv__store_reapers() > 0; i++) usleep(10 * 1000);
+  ck_assert_int_eq(resv__store_reapers(), 0);
+}
+
+static void *nothing(void *arg) { return arg; }
+
+/* The threads of this process, once a first thread has come and gone:
+ * ThreadSanitizer starts a thread of its own with a process's first. */
+static int threads_now(void) {
+  static bool warm;
+  if (!warm) {
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, nothing, NULL), 0);
+    pthread_join(t, NULL);
+    warm = true;
+  }
+  return proc_entries("/proc/self/task");
+}
+
+#define SHUT_STORES 10
+
+START_TEST(shutdown_leaves_no_driver_thread_and_no_socket) {
+  /* shutdown joined the dispatcher but kept the client pool: 100 closed
+   * stores held 101 threads and 206 descriptors until they were freed. */
+  resv_store_t *stores[SHUT_STORES];
+  int threads = threads_now(), fds = proc_entries("/proc/self/fd");
+  for (int i = 0; i < SHUT_STORES; i++) {
+    resv_answer_t a = {0};
+    stores[i] = test_open(test_mongo_uri());
+    test_reserve(test_fresh_type(stores[i], "shut"), "ann@x", "A", "a1", 60000, &a);
+    ck_assert_int_eq(a.status, RESV_RESERVED);
+    resv_answer_clear(&a);
+  }
+  int open_threads = threads_now(), open_fds = proc_entries("/proc/self/fd");
+  ck_assert_int_gt(open_threads, threads);
+  ck_assert_int_gt(open_fds, fds);
+  for (int i = 0; i < SHUT_STORES; i++) resv_store_shutdown(stores[i]);
+  ck_assert_int_eq(threads_now(), threads);
+  ck_assert_int_eq(proc_entries("/proc/self/fd"), fds);
+  /* The handles stay valid and answer closed. */
+  for (int i = 0; i < SHUT_STORES; i++) {
+    char buf[256];
+    resv_store_describe(stores[i], buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "mongodb"));
+    resv_error_t err;
+    ck_assert_ptr_null(resv_store_type(stores[i], "test", 4, "late", 4, &err));
+    ck_assert_int_eq(err.code, RESV_ECLOSED);
+    resv_store_shutdown(stores[i]); /* again: nothing to do */
+    resv_store_close(stores[i]);
+  }
+  wait_for_reapers();
+  fprintf(stderr, "store: %d stores open: %d threads, %d fds; shut down: %d, %d\n",
+          SHUT_STORES, open_threads, open_fds, threads, fds);
+}
+END_TEST
+
+START_TEST(close_returns_while_a_call_is_blocked_on_the_server) {
+  /* A garbage collector frees stores with resv_store_close: with a call
+   * blocked on the server, it waited as long as the call (1.5 s seen). */
+  char app[64], uri[512], data[256];
+  snprintf(app, sizeof app, "resv-close-%d", (int)getpid());
+  emu_uri_with_app(test_mongo_uri(), app, uri, sizeof uri);
+  int threads = threads_now(), fds = proc_entries("/proc/self/fd");
+  resv_store_t *s = emu_open(uri, (resv_options_t){.threads = 1, .timeout_ms = 5000});
+  resv_type_t *t = test_fresh_type(s, "close");
+  resv_answer_t a = {0};
+  test_reserve(t, "warm", "A", "a1", 60000, &a); /* the type is set up */
+  resv_answer_clear(&a);
+  snprintf(data, sizeof data,
+           "{\"failCommands\": [\"findAndModify\"], \"appName\": \"%s\", "
+           "\"blockConnection\": true, \"blockTimeMS\": 2000}", app);
+  emu_failpoint(test_mongo_uri(), "{\"times\": 1}", data);
+  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "ann@x"),
+                      .owner = test_owner("", "A"), .attempt = resv_cstr("a1"),
+                      .ttl_ms = 60000};
+  resv_job_t *job = resv_submit(t, &r, NULL, NULL);
+  ck_assert_ptr_nonnull(job);
+  usleep(500 * 1000); /* the worker has sent it: the server holds it 2 s */
+  ck_assert_msg(!resv_job_done(job), "the blocked call answered before the close");
+  resv_store_close(s);
+  ck_assert_msg(!resv_job_done(job), "close waited for the blocked call");
+  /* The call ends as it would have, and the teardown after it. */
+  ck_assert(resv_job_wait(job, 10000));
+  const resv_error_t *err = resv_job_error(job);
+  ck_assert_msg(err->code == RESV_OK, "%s: %s", resv_code_name(err->code), err->message);
+  ck_assert_int_eq(resv_job_answer(job)->status, RESV_RESERVED);
+  resv_job_destroy(job);
+  wait_for_reapers();
+  ck_assert_int_eq(threads_now(), threads);
+  ck_assert_int_eq(proc_entries("/proc/self/fd"), fds);
+  emu_failpoint(test_mongo_uri(), "\"off\"", NULL);
+}
+END_TEST
+
+START_TEST(close_after_shutdown_frees_at_once) {
+  resv_store_t *s = test_open(test_mongo_uri());
+  resv_store_shutdown(s);
+  resv_store_close(s);
+  ck_assert_int_eq(resv__store_reapers(), 0); /* nothing left for a reaper */
+}
+END_TEST
+
 Suite *store_suite(void) {
   Suite *s = suite_create("store");
   TCase *tc = tcase_create("types");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, finding_a_type_costs_the_same_among_200_or_20000);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("close");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, shutdown_leaves_no_driver_thread_and_no_socket);
+  tcase_add_test(tc, close_returns_while_a_call_is_blocked_on_the_server);
+  tcase_add_test(tc, close_after_shutdown_frees_at_once);
   suite_add_tcase(s, tc);
   return s;
 }
