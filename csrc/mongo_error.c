@@ -5,7 +5,8 @@
  * with MongoDB's code, so a duplicate key is exactly MONGOC_ERROR_SERVER /
  * 11000 and nothing else. The mapping follows SPEC section 8:
  *   - server errors are RESV_ESERVER with the server's code and message,
- *     but for MaxTimeMSExpired, which is a timeout;
+ *     but for MaxTimeMSExpired (50) and a write concern's wtimeout
+ *     (WriteConcernFailed, 64), which are RESV_ETIMEOUT with that code;
  *   - failing to select a server or losing the connection is
  *     RESV_EUNAVAILABLE, or RESV_ETIMEOUT when the call's deadline has
  *     passed (a socket timeout is how a late server shows itself);
@@ -19,6 +20,7 @@
 
 #define SERVER_DUPLICATE_KEY 11000
 #define SERVER_MAX_TIME_EXPIRED 50
+#define SERVER_WRITE_CONCERN_FAILED 64 /* wtimeout passed */
 
 bool resv__mongo_is_duplicate(const bson_error_t *error) {
   return error->domain == MONGOC_ERROR_SERVER &&
@@ -74,8 +76,15 @@ bool resv__mongo_fail(const resv__mongo_t *m, resv_error_t *err,
   switch (error->domain) {
   case MONGOC_ERROR_SERVER:
   case MONGOC_ERROR_WRITE_CONCERN:
-    if (error->code == SERVER_MAX_TIME_EXPIRED)
-      return resv__fail(err, RESV_ETIMEOUT, "%s: %s", what, text);
+    /* The server ran out of the time it was given (maxTimeMS, or the
+     * write concern's wtimeout; a write concern error means the write
+     * itself was applied): the deadline passed. */
+    if (error->code == SERVER_MAX_TIME_EXPIRED ||
+        (error->domain == MONGOC_ERROR_WRITE_CONCERN &&
+         error->code == SERVER_WRITE_CONCERN_FAILED))
+      return resv__fail_server(err, RESV_ETIMEOUT, (int32_t)error->code,
+                               "%s: %s (code %u)", what, text,
+                               (unsigned)error->code);
     return resv__fail_server(err, RESV_ESERVER, (int32_t)error->code,
                              "%s: %s (code %u)", what, text,
                              (unsigned)error->code);

@@ -108,11 +108,17 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
 /* ---- Operations (mongo_ops.c) ---------------------------------------- */
 
 /* Reads the one document of coll matching filter from the primary into
- * out (initialised either way: the caller destroys it); *found says
- * whether there was one. One round trip. */
+ * out (initialised either way: the caller destroys it), with the
+ * maxTimeMS left before deadline; *found says whether there was one. One
+ * round trip. */
 bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
-                          const bson_t *filter, bson_t *out, bool *found,
-                          bson_error_t *error);
+                          const bson_t *filter, int64_t deadline, bson_t *out,
+                          bool *found, bson_error_t *error);
+
+/* The maxTimeMS of a command sent now for a call due at deadline
+ * (resv__monotonic_ms clock): what is left; 0 for no limit
+ * (a deadline beyond INT32_MAX ms), -1 when nothing is left. */
+int64_t resv__mongo_max_time_ms(int64_t deadline);
 
 /* Runs one validated request on coll (the type's collection). */
 bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,

@@ -42,6 +42,36 @@
  * turns out not to be a conflict (the key was freed in between). */
 #define UPSERT_TRIES 5
 
+/* The server is told each command's time limit (maxTimeMS): what is left
+ * of the call's deadline, so a command the server cannot finish in time
+ * ends there with MaxTimeMSExpired (50, a timeout; not retried by the
+ * driver, and the connection is kept) instead of running on for nobody.
+ * The margin for that answer to travel back is on the far side of the
+ * deadline: the caller waits the deadline plus its grace (store.c's 250
+ * ms) before it gives up on the worker, so the server gets the whole
+ * time the caller was promised and a timeout is never answered early.
+ * The socket timeout stays as a larger backstop (mongo_store.c). */
+int64_t resv__mongo_max_time_ms(int64_t deadline) {
+  int64_t left = deadline - resv__monotonic_ms();
+  if (left >= INT32_MAX)
+    return 0; /* a deadline past any limit the server takes: none */
+  /* One more: the clock counts whole milliseconds, and the server must
+   * not stop before the deadline. */
+  return left >= 1 ? left + 1 : -1;
+}
+
+/* Adds maxTimeMS for deadline to a command's options; false (and err
+ * filled with RESV_ETIMEOUT) when no time is left to send it. */
+static bool put_max_time(resv__bw_t *w, int64_t deadline, const char *what,
+                         resv_error_t *err) {
+  int64_t ms = resv__mongo_max_time_ms(deadline);
+  if (ms < 0)
+    return resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
+  if (ms > 0)
+    resv__bw_int64(w, K("maxTimeMS"), ms);
+  return true;
+}
+
 /* The documents are written with mongo_bson.h straight from the request's
  * (pointer, length) strings: no NUL-terminated copies, no BCON (which
  * parsed its varargs token by token and strlen'd every key: half of a
@@ -294,17 +324,20 @@ static void confirm_pipeline(resv__bw_t *w, const resv_request_t *r,
 }
 
 bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
-                          const bson_t *filter, bson_t *out, bool *found,
-                          bson_error_t *error) {
+                          const bson_t *filter, int64_t deadline, bson_t *out,
+                          bool *found, bson_error_t *error) {
   resv__bw_t w;
   bson_t opts;
   mongoc_cursor_t *cursor;
   const bson_t *doc;
+  int64_t ms = resv__mongo_max_time_ms(deadline);
   bool ok;
 
   resv__bw_init(&w);
   resv__bw_int64(&w, K("limit"), 1);
   resv__bw_bool(&w, K("singleBatch"), true);
+  /* No time left: the smallest limit, so the server answers 50 at once. */
+  resv__bw_int64(&w, K("maxTimeMS"), ms == 0 ? 0 : ms < 0 ? 1 : ms);
   resv__bw_finish(&w, &opts);
   cursor = mongoc_collection_find_with_opts(coll, filter, &opts, m->primary);
 
@@ -340,7 +373,7 @@ static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
   else
     put_f_key(&w, k);
   resv__bw_finish(&w, &filter);
-  ok = resv__mongo_find_one(m, coll, &filter, raw, found, &error);
+  ok = resv__mongo_find_one(m, coll, &filter, deadline, raw, found, &error);
   resv__bw_free(&w);
   if (!ok)
     return resv__mongo_fail(m, err, &error, deadline, "read reservation");
@@ -415,8 +448,14 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     bson_t reply, raw;
     bson_iter_t it;
     resv__mongo_doc_t held;
+    int64_t ms = resv__mongo_max_time_ms(deadline);
     bool found;
 
+    if (ms < 0) {
+      ok = resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
+      break;
+    }
+    mongoc_find_and_modify_opts_set_max_time_ms(opts, (uint32_t)ms);
     if (mongoc_collection_find_and_modify_with_opts(coll, &filter, opts,
                                                     &reply, &error)) {
       if (bson_iter_init_find(&it, &reply, "value") &&
@@ -511,8 +550,8 @@ static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
 static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
                     resv_answer_t *answer, resv_error_t *err) {
-  resv__bw_t fw, uw, gw;
-  bson_t filter, update, gone, reply;
+  resv__bw_t fw, uw, gw, ow;
+  bson_t filter, update, gone, reply, opts;
   bson_error_t error;
   int64_t matched = 0, deleted = 0;
   size_t doc;
@@ -543,13 +582,27 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__bw_end(&gw, doc);
   put_conforms(&gw, m);
   resv__bw_finish(&gw, &gone);
-  ok = mongoc_collection_update_one(coll, &filter, &update, NULL, &reply,
+  resv__bw_init(&ow);
+  if (!put_max_time(&ow, deadline, "abandon", err)) {
+    ok = false;
+    goto done;
+  }
+  resv__bw_finish(&ow, &opts);
+  ok = mongoc_collection_update_one(coll, &filter, &update, &opts, &reply,
                                     &error);
   if (ok)
     matched = reply_count(&reply, "matchedCount");
   bson_destroy(&reply);
   if (ok) {
-    ok = mongoc_collection_delete_one(coll, &gone, NULL, &reply, &error);
+    /* The second write gets what is left. */
+    resv__bw_free(&ow);
+    resv__bw_init(&ow);
+    if (!put_max_time(&ow, deadline, "abandon", err)) {
+      ok = false;
+      goto done;
+    }
+    resv__bw_finish(&ow, &opts);
+    ok = mongoc_collection_delete_one(coll, &gone, &opts, &reply, &error);
     if (ok)
       deleted = reply_count(&reply, "deletedCount");
     bson_destroy(&reply);
@@ -561,6 +614,8 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   else
     ok = resv__answer_status(answer, deleted ? RESV_ABANDONED : RESV_KEPT,
                              err);
+done:
+  resv__bw_free(&ow);
   resv__bw_free(&gw);
   resv__bw_free(&uw);
   resv__bw_free(&fw);
@@ -571,17 +626,23 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
 static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
                     resv_answer_t *answer, resv_error_t *err) {
-  resv__bw_t w;
-  bson_t filter, reply;
+  resv__bw_t w, ow;
+  bson_t filter, reply, opts;
   bson_error_t error;
   bool ok;
 
+  resv__bw_init(&ow);
+  if (!put_max_time(&ow, deadline, "release", err)) {
+    resv__bw_free(&ow);
+    return false;
+  }
+  resv__bw_finish(&ow, &opts);
   resv__bw_init(&w);
   put_f_key(&w, &r->key);
   put_owner(&w, K("owner"), &r->owner);
   put_conforms(&w, m);
   resv__bw_finish(&w, &filter);
-  ok = mongoc_collection_delete_one(coll, &filter, NULL, &reply, &error);
+  ok = mongoc_collection_delete_one(coll, &filter, &opts, &reply, &error);
   if (!ok)
     ok = resv__mongo_fail(m, err, &error, deadline, "release");
   else if (!reply_count(&reply, "deletedCount"))
@@ -590,6 +651,7 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
     ok = resv__answer_status(answer, RESV_RELEASED, err);
   bson_destroy(&reply);
   resv__bw_free(&w);
+  resv__bw_free(&ow);
   return ok;
 }
 

@@ -81,7 +81,7 @@ static bool read_format(const resv__mongo_t *m, mongoc_collection_t *coll,
   bool ok;
 
   BSON_APPEND_UTF8(&filter, "_id", "format");
-  ok = resv__mongo_find_one(m, coll, &filter, &record, found, &error);
+  ok = resv__mongo_find_one(m, coll, &filter, deadline, &record, found, &error);
   bson_destroy(&filter);
   if (!ok)
     ok = resv__mongo_fail(m, err, &error, deadline, "read format record");
@@ -110,8 +110,8 @@ static bool is_our_shard_key(const bson_iter_t *key_it) {
  * Entries of dropped collections (before 5.0) and of unsharded tracked
  * ones (8.0's unsplittable) do not count. */
 static bool read_sharding(const resv__mongo_t *m, mongoc_client_t *client,
-                          const char *ns, bool *sharded, bool *ours,
-                          bson_error_t *error) {
+                          const char *ns, int64_t deadline, bool *sharded,
+                          bool *ours, bson_error_t *error) {
   mongoc_collection_t *config =
       mongoc_client_get_collection(client, "config", "collections");
   bson_t filter = BSON_INITIALIZER, entry;
@@ -119,7 +119,7 @@ static bool read_sharding(const resv__mongo_t *m, mongoc_client_t *client,
   bool found, ok;
 
   BSON_APPEND_UTF8(&filter, "_id", ns);
-  ok = resv__mongo_find_one(m, config, &filter, &entry, &found, error);
+  ok = resv__mongo_find_one(m, config, &filter, deadline, &entry, &found, error);
   *sharded = *ours = false;
   if (ok && found) {
     bool dropped = bson_iter_init_find(&it, &entry, "dropped") &&
@@ -157,7 +157,7 @@ static bool ensure_sharding(const resv__mongo_t *m, mongoc_client_t *client,
   bson_t cmd, key;
 
   snprintf(ns, sizeof ns, "%s.%s", m->database, collection);
-  if (!read_sharding(m, client, ns, &sharded, &ours, &error))
+  if (!read_sharding(m, client, ns, deadline, &sharded, &ours, &error))
     return resv__mongo_fail(m, err, &error, deadline, "read config.collections");
   if (sharded && !ours)
     goto other_key;
@@ -185,7 +185,7 @@ static bool ensure_sharding(const resv__mongo_t *m, mongoc_client_t *client,
   }
   bson_destroy(&cmd);
   /* Another process may have sharded it first, maybe on another key. */
-  if (!read_sharding(m, client, ns, &sharded, &ours, &ignored) || !sharded)
+  if (!read_sharding(m, client, ns, deadline, &sharded, &ours, &ignored) || !sharded)
     return resv__mongo_fail(m, err, &error, deadline, "shardCollection");
   if (ours)
     return true;

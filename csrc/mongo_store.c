@@ -5,9 +5,10 @@
  * mongoc_client_pool_t the dispatcher's threads take clients from.
  *
  * Defaults, each kept when the URI sets it: directConnection=false (so a
- * single host finds its replica set), serverSelectionTimeoutMS,
- * connectTimeoutMS and socketTimeoutMS are the call's timeout, so a dead
- * or hung server costs a call no more than its deadline; appname is
+ * single host finds its replica set), serverSelectionTimeoutMS and
+ * connectTimeoutMS are the call's timeout, so a dead server costs a call
+ * no more than its deadline; socketTimeoutMS is the timeout plus a second,
+ * a backstop behind the maxTimeMS each command carries; appname is
  * "resv" so the server's logs name us. maxPoolSize is always the number
  * of dispatcher threads: each thread holds at most one client, so a pop
  * never waits for another thread.
@@ -35,6 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* How much longer than a call's timeout the socket waits for an answer. */
+#define SOCKET_BACKSTOP_MS 1000
 
 /* The password exactly as written in the URI string: after the scheme's
  * "://" and the user's ":", up to the last "@" before the options ("?").
@@ -312,7 +316,13 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
 
   set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);
-  set_default_ms(m->uri, MONGOC_URI_SOCKETTIMEOUTMS, timeout);
+  /* The deadline is the server's business (maxTimeMS, mongo_ops.c): the
+   * socket timeout is only the backstop for a server that stopped
+   * answering altogether, so it must not fire first. */
+  set_default_ms(m->uri, MONGOC_URI_SOCKETTIMEOUTMS,
+                 timeout > INT32_MAX - SOCKET_BACKSTOP_MS
+                     ? INT32_MAX
+                     : timeout + SOCKET_BACKSTOP_MS);
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
   follow_the_set(m->uri);

@@ -211,7 +211,7 @@ START_TEST(a_fault_on_the_retry_too_answers_an_error_and_writes_nothing) {
 }
 END_TEST
 
-/* ---- a write concern error: the write happened, the call says error ----- */
+/* ---- a write concern error: the write happened, the call says timeout --- */
 
 START_TEST(a_write_concern_error_is_an_error_and_the_retry_is_idempotent) {
   int32_t op = _i == 0 ? RESV_OP_RESERVE : RESV_OP_CONFIRM;
@@ -229,7 +229,8 @@ START_TEST(a_write_concern_error_is_an_error_and_the_retry_is_idempotent) {
   bool ok = op_call(t, op, "k", &a, &err, NULL);
   fail_off();
   ck_assert_msg(!ok, "answered %s despite the write concern error", resv_status_name(a.status));
-  ck_assert_msg(err.code == RESV_ESERVER && err.server_code == 64, "%s: %d %s",
+  /* SPEC section 12: a write concern timeout is a timeout. */
+  ck_assert_msg(err.code == RESV_ETIMEOUT && err.server_code == 64, "%s: %d %s",
                 resv_code_name(err.code), (int)err.server_code, err.message);
   /* The write itself was applied: the caller was told it does not know. */
   test_get(t, "k", &a);
@@ -325,6 +326,48 @@ START_TEST(a_call_blocked_past_its_deadline_answers_timeout_never_reserved) {
   }
   fprintf(stderr, "faults: after the block, the same call answered %s after %lld ms\n",
           resv_status_name(a.status), (long long)recovery);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* SPEC section 7: the server is told the deadline (maxTimeMS). A command
+ * blocked on the server past it ends there with MaxTimeMSExpired (50):
+ * the call answers timeout within its deadline, the driver does not run it
+ * a second time (50 is not retryable: the fail point's second turn is left
+ * for the next call), and the blocked command is not applied. With only a
+ * socket timeout, the server would apply it once its block ended. */
+START_TEST(a_command_blocked_past_its_deadline_ends_there_once_and_unapplied) {
+  int32_t op = _i == 0 ? RESV_OP_RESERVE : RESV_OP_CONFIRM;
+  char app[64];
+  app_name(app, sizeof app, "maxtime");
+  resv_store_t *s = app_store(app, 400);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  int64_t took;
+
+  test_get(t, "setup", &a); /* the type's set-up is not what is timed */
+  fail_on(app, "{\"times\": 2}", "[\"findAndModify\"]",
+          "\"blockConnection\": true, \"blockTimeMS\": 1500");
+  for (int call = 0; call < 2; call++) {
+    bool ok = op_call(t, op, call ? "k2" : "k1", &a, &err, &took);
+    ck_assert_msg(!ok, "answered %s past the deadline", resv_status_name(a.status));
+    ck_assert_msg(err.code == RESV_ETIMEOUT && err.server_code == 50,
+                  "call %d: %s: %d %s", call, resv_code_name(err.code),
+                  (int)err.server_code, err.message);
+    ck_assert_msg(took >= 400 && took <= 400 + GRACE_MS, "call %d took %lld ms", call,
+                  (long long)took);
+    fprintf(stderr, "faults: blocked %s answered timeout (50) after %lld ms (deadline 400 ms)\n",
+            op == RESV_OP_RESERVE ? "reserve" : "confirm", (long long)took);
+  }
+  /* Both turns were taken, one per call: the next call is not blocked. */
+  ck_assert_msg(op_call(t, op, "k3", &a, &err, &took), "%s", err.message);
+  ck_assert_int_eq(a.status, expected_status(op));
+  fail_off();
+  usleep(1600 * 1000); /* past the blocks */
+  expect_absent_or_ours(t, "k1", false);
+  expect_absent_or_ours(t, "k2", false);
   resv_answer_clear(&a);
   resv_store_close(s);
 }
@@ -513,6 +556,7 @@ Suite *faults_suite(void) {
   tcase_add_loop_test(tc, a_write_concern_error_is_an_error_and_the_retry_is_idempotent, 0, 2);
   tcase_add_test(tc, a_retried_write_that_was_applied_answers_once);
   tcase_add_loop_test(tc, a_call_blocked_past_its_deadline_answers_timeout_never_reserved, 0, 2);
+  tcase_add_loop_test(tc, a_command_blocked_past_its_deadline_ends_there_once_and_unapplied, 0, 2);
   tcase_add_test(tc, a_full_queue_answers_busy_and_close_answers_every_call);
   tcase_set_timeout(tc, 30);
   suite_add_tcase(s, tc);
