@@ -29,7 +29,7 @@ SAN     ?=
 CFLAGS_ALL  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
               $(WARN) $(DEPS_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
-LIBS_ALL    = $(DEPS_LIBS) -lpthread
+LIBS_ALL    = $(DEPS_LIBS) -llmdb -lpthread
 
 LIB_SRC  := $(sort $(wildcard csrc/*.c))
 LIB_OBJ  := $(LIB_SRC:csrc/%.c=$(O)/obj/%.o)
@@ -42,6 +42,8 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 luajit2 lua-busted nginx-core libnginx-mod-http-lua \
                 python3-mockupdb python3-mongomock python3-pymongo valgrind \
                 lua-dkjson clang libclang-rt-14-dev openssl
+# The file store (csrc/file_*.c) links LMDB; lmdb-utils has mdb_stat and mdb_dump.
+DEB_PACKAGES += liblmdb-dev lmdb-utils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install \

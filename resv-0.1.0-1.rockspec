@@ -1,6 +1,7 @@
 -- LuaRocks package of resv: the LuaJIT module and the C library it binds.
 -- The C core builds with the project's Makefile, which finds mongo-c-driver
--- through pkg-config (Debian: libmongoc-dev libbson-dev pkg-config).
+-- through pkg-config (Debian: libmongoc-dev libbson-dev pkg-config) and
+-- links LMDB (Debian: liblmdb-dev).
 rockspec_format = "3.0"
 package = "resv"
 version = "0.1.0-1"

@@ -110,7 +110,7 @@ bool resv__utf8_valid(const char *s, size_t len);
 /* ---- Backends -------------------------------------------------------- */
 
 typedef struct resv__backend_ops {
-  const char *name; /* "memory", "mongodb" */
+  const char *name; /* "memory", "file", "mongodb" */
   /* True: execute runs on the caller's thread (no dispatcher). */
   bool runs_inline;
   /* Per-type state, made when the store first hands out the type (under
@@ -135,6 +135,9 @@ typedef struct resv__backend_ops {
 /* Opens the memory store. */
 void *resv__memory_open(const resv_options_t *options,
                         const resv__backend_ops_t **ops, resv_error_t *err);
+/* Opens the file store (file_store.c). options->path is set, uri is not. */
+void *resv__file_open(const resv_options_t *options,
+                      const resv__backend_ops_t **ops, resv_error_t *err);
 /* Opens the MongoDB store (mongo_store.c). options->uri is set and every
  * number option has its default. database holds the database option, or
  * "" for the URI's (else "resv"), which is then written into it

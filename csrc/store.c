@@ -102,7 +102,15 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     free(store);
     return NULL;
   }
-  if (o.uri && o.uri[0]) {
+  if (o.path && o.path[0] && o.uri && o.uri[0]) {
+    resv__fail(err, RESV_EINVALID, "path and uri: give one of them, not both");
+    free(store);
+    return NULL;
+  }
+  if (o.path && o.path[0]) {
+    if (!store->database[0]) strcpy(store->database, "resv");
+    store->backend = resv__file_open(&o, &store->ops, err);
+  } else if (o.uri && o.uri[0]) {
     store->backend = resv__mongo_open(&o, store->database, sizeof store->database,
                                       &store->ops, err);
   } else {

@@ -1,0 +1,68 @@
+/* file_internal.h: what the two files of the file store share.
+ *
+ * file_store.c opens the LMDB environment (one per directory per process),
+ * checks that it is a resv store, sets each type's database up and runs
+ * every call in a transaction: inline for sync = "process", through group
+ * commit on the dispatcher for sync = "disk". file_ops.c is what runs
+ * inside a transaction: the records (the MongoDB documents of SPEC section
+ * 3, as BSON), the rules of SPEC section 5 and the reclaiming of expired
+ * reservations. The rest of the core sees only resv__file_open
+ * (internal.h). */
+#ifndef RESV_FILE_INTERNAL_H
+#define RESV_FILE_INTERNAL_H
+
+#include "internal.h"
+
+#include <lmdb.h>
+
+/* LMDB keys are at most 511 bytes (MDB_MAXKEYSIZE of Debian's build). */
+#define RESV__FILE_KEY_MAX 511
+
+/* The first byte of every key of a type's database says what it is:
+ * the format record; a reservation whose key is its tenant, namespace and
+ * key, separated by NUL bytes (which validated strings never contain); or
+ * a reservation whose key is too long for that, stored under the 16-byte
+ * hash of its key and a 4-byte sequence number (the record itself holds
+ * the whole key, which is compared on every lookup, so a collision of the
+ * hash costs a longer scan, never a wrong answer). */
+#define RESV__FILE_TAG_FORMAT 0x00
+#define RESV__FILE_TAG_KEY 0x01
+#define RESV__FILE_TAG_HASHED 0x02
+
+/* A type's state in one process. dbi and ready are set once by the set-up
+ * (under the environment's set-up mutex) and read without a lock after;
+ * sweep_at is read and written only inside write transactions, which LMDB
+ * serialises across threads and processes. */
+typedef struct resv__file_type {
+  MDB_dbi dbi;
+  atomic_bool ready;
+  unsigned char sweep_at[RESV__FILE_KEY_MAX + 1]; /* next key to visit */
+  size_t sweep_len;                                /* 0: from the start */
+} resv__file_type_t;
+
+/* Runs one validated request in txn (a write transaction, or a read-only
+ * one for RESV_OP_GET). Returns an LMDB error code, after which the
+ * transaction must be aborted, or 0: then *ok says whether answer was
+ * filled; when false, err is (RESV_EFORMAT for a record that is not a
+ * format-1 reservation, RESV_EINVALID for a new attempt on a reservation
+ * with max_holds holds, RESV_ENOMEM) and this request wrote nothing. */
+int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
+                     const resv_request_t *req, int64_t now, int32_t max_holds,
+                     resv_answer_t *answer, resv_error_t *err, bool *ok);
+
+/* Visits up to steps records of the type from where the last visit
+ * stopped (wrapping at the end) and deletes the pending reservations that
+ * expired at or before limit. Records that are not format-1 reservations
+ * are left alone. Adds the deletions to *deleted. Returns an LMDB error
+ * code (0 on success). */
+int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
+                       size_t steps, size_t *deleted);
+
+/* Checks the format record of a type's database (the document
+ * {_id: "format", format: 1}); writes it when there is none. Returns an
+ * LMDB error code, or 0 with *ok false and err filled (RESV_EFORMAT) for
+ * another format. */
+int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
+                      resv_error_t *err, bool *ok);
+
+#endif /* RESV_FILE_INTERNAL_H */

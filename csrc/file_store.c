@@ -1,0 +1,706 @@
+/* file_store.c: the file store, one LMDB environment shared by every
+ * process that opens the same directory (SPEC section 6).
+ *
+ * A directory holds LMDB's data.mdb and lock.mdb and nothing else. Its
+ * main database lists one named database per aggregate type, named as the
+ * type's MongoDB collection (file_ops.c says what is inside), and one
+ * named "resv" whose "format" record marks the directory as a resv store
+ * of format 1: a directory with other files, an LMDB database without
+ * that record or a record of another format is refused at open, before
+ * anything is written.
+ *
+ * How a call runs, and why:
+ * - sync = "process" (the default) commits without fsync (MDB_NOSYNC, and
+ *   never MDB_WRITEMAP): a commit is in the OS's page cache when the call
+ *   answers, so the crash of any process loses nothing answered, and
+ *   LMDB's copy-on-write keeps the file consistent even when the OS itself
+ *   crashes (which may then undo the last commits). A write transaction
+ *   is a few microseconds, less than a hop to a dispatcher thread and
+ *   back, so these calls run inline on the caller's thread, as the memory
+ *   store's do.
+ * - sync = "disk" commits with fsync, which costs a disk flush (hundreds
+ *   of microseconds to milliseconds). These calls run on the dispatcher,
+ *   and concurrent writes of the process share a commit (group commit):
+ *   the first writer to find no commit in progress takes every queued
+ *   write into one transaction, commits it with one fsync and answers
+ *   them all; writes queued meanwhile go into the next one.
+ * - Reads (get) use a read-only transaction: they never wait for a writer,
+ *   and keep working when the map is full.
+ *
+ * A process killed at any instant: LMDB's writer lock is a robust
+ * process-shared mutex, so the next writer takes it over and the dead
+ * writer's uncommitted transaction is simply not there (nothing it had
+ * answered was uncommitted). A reader slot left by a dead process pins old
+ * pages: mdb_reader_check clears such slots at open, at most once a second
+ * on writes, and when the map is full.
+ *
+ * LMDB forbids opening one environment twice in a process (closing either
+ * would drop the other's locks), so stores of one process on one directory
+ * share it through a registry counted by reference; a child after fork()
+ * never uses its parent's (store.c answers closed, and a store the child
+ * opens gets its own environment). */
+#include "file_internal.h"
+
+#include <bson/bson.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_MAP_SIZE (INT64_C(1) << 30)
+#define MIN_MAP_SIZE (INT64_C(1) << 20)
+#define MAX_MAP_SIZE (INT64_C(1) << 44)
+#define DEFAULT_GRACE_MS 60000
+#define MAX_GRACE_MS (INT64_C(1) << 53)
+#define MAX_TYPES 1000   /* named databases, besides "resv" */
+#define MAX_READERS 1024 /* read transactions at once, all processes */
+#define RECLAIM_STEPS 2  /* records visited per write */
+#define RECLAIM_CHUNK 32  /* records visited per transaction when full: few
+                           * pages each, freed for the next one */
+#define RECLAIM_WHEN_FULL 1000000   /* at most, when the map is full */
+#define READER_CHECK_MS 1000
+/* Past map_size, a write that can add data finds room only in pages
+ * freed before: with fewer than this many it is refused as full. */
+#define FREE_PAGES_ENOUGH 64
+
+static const char marker_name[] = "resv";
+static const unsigned char marker_key[] = "format";
+
+typedef struct gc_op gc_op_t;
+
+/* One LMDB environment of this process. */
+typedef struct env {
+  struct env *next; /* the registry */
+  dev_t dev;
+  ino_t ino;
+  pid_t pid;
+  int refs; /* guarded by registry_mutex */
+  MDB_env *mdb;
+  bool disk;
+  int64_t map_size;
+  size_t limit_pages; /* map_size in pages: where writes that add stop */
+  char path[PATH_MAX];
+  /* Every transaction holds it shared; adopting a map grown by another
+   * process (MDB_MAP_RESIZED) needs no transaction open, so it holds it
+   * exclusively. */
+  pthread_rwlock_t resize;
+  pthread_mutex_t setup; /* mdb_dbi_open's transactions, one at a time */
+  _Atomic int64_t reader_check_at;
+  /* Group commit (sync = disk): the queued writes and whether a commit is
+   * under way. Guarded by gc_mutex. */
+  pthread_mutex_t gc_mutex;
+  pthread_cond_t gc_cond;
+  gc_op_t *gc_head, *gc_tail;
+  bool gc_busy;
+} env_t;
+
+/* A store's backend. */
+typedef struct file {
+  env_t *env;
+  int64_t grace_ms;
+  int32_t max_holds;
+} file_t;
+
+/* A write waiting for its group commit; lives on its caller's stack. */
+struct gc_op {
+  gc_op_t *next;
+  file_t *file;
+  resv__file_type_t *ft;
+  const resv_request_t *req;
+  int64_t now;
+  resv_answer_t *answer;
+  resv_error_t *err;
+  bool ok;
+  bool done;
+};
+
+static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static env_t *registry;
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
+
+/* A fork() while another thread opens or closes a store must not leave
+ * the child's registry locked. */
+static void registry_lock(void) { pthread_mutex_lock(&registry_mutex); }
+static void registry_unlock(void) { pthread_mutex_unlock(&registry_mutex); }
+static void registry_atfork(void) {
+  pthread_atfork(registry_lock, registry_unlock, registry_unlock);
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+static bool lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char *what) {
+  switch (rc) {
+  case MDB_MAP_FULL:
+    return resv__fail(err, RESV_ENOMEM,
+                      "%s: the file store's map is full (map_size = %lld bytes, "
+                      "after reclaiming expired reservations): open it with a "
+                      "larger map_size", what, (long long)e->map_size);
+  case MDB_DBS_FULL:
+    return resv__fail(err, RESV_ENOMEM, "%s: the file store holds at most %d types",
+                      what, MAX_TYPES);
+  case MDB_READERS_FULL:
+    return resv__fail(err, RESV_EBUSY, "%s: more than %d reads at once", what, MAX_READERS);
+  case MDB_TXN_FULL:
+  case ENOMEM:
+    return resv__fail(err, RESV_ENOMEM, "%s: out of memory", what);
+  case ENOSPC:
+    return resv__fail(err, RESV_ENOMEM, "%s: no space left on the disk of %s", what, e->path);
+  case MDB_INCOMPATIBLE:
+  case MDB_CORRUPTED:
+  case MDB_PAGE_NOTFOUND:
+  case MDB_INVALID:
+  case MDB_VERSION_MISMATCH:
+    return resv__fail(err, RESV_EFORMAT, "%s: %s: %s", what, e->path, mdb_strerror(rc));
+  default:
+    return resv__fail(err, RESV_EUNAVAILABLE, "%s: %s: %s", what, e->path, mdb_strerror(rc));
+  }
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+/* Begins a transaction (flags 0 or MDB_RDONLY) with e->resize held
+ * shared; end_txn releases it once the transaction is committed or
+ * aborted. */
+static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
+  for (;;) {
+    pthread_rwlock_rdlock(&e->resize);
+    int rc = mdb_txn_begin(e->mdb, NULL, flags, txn);
+    if (rc == 0) return 0;
+    pthread_rwlock_unlock(&e->resize);
+    if (rc != MDB_MAP_RESIZED) return rc;
+    /* Another process grew the map: adopt its size, with no transaction
+     * of this process open. */
+    pthread_rwlock_wrlock(&e->resize);
+    rc = mdb_env_set_mapsize(e->mdb, 0);
+    pthread_rwlock_unlock(&e->resize);
+    if (rc) return rc;
+  }
+}
+
+static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
+
+/* Clears the reader slots of dead processes, at most once a second. */
+static void check_readers(env_t *e, bool now_anyway) {
+  int64_t now = resv__monotonic_ms();
+  int64_t at = atomic_load_explicit(&e->reader_check_at, memory_order_relaxed);
+  if (!now_anyway && (now < at || !atomic_compare_exchange_strong(
+                                      &e->reader_check_at, &at, now + READER_CHECK_MS)))
+    return;
+  int dead;
+  mdb_reader_check(e->mdb, &dead);
+}
+
+/* ---- the directory and the environment --------------------------------- */
+
+/* Makes the directory when it is missing and refuses one holding anything
+ * but LMDB's two files. */
+static bool check_directory(const char *path, struct stat *st, resv_error_t *err) {
+  if (mkdir(path, 0770) != 0 && errno != EEXIST)
+    return resv__fail(err, RESV_EINVALID, "path: cannot make the directory %s: %s",
+                      path, strerror(errno));
+  if (stat(path, st) != 0)
+    return resv__fail(err, RESV_EINVALID, "path: %s: %s", path, strerror(errno));
+  if (!S_ISDIR(st->st_mode))
+    return resv__fail(err, RESV_EINVALID, "path: %s is not a directory", path);
+  DIR *dir = opendir(path);
+  if (!dir)
+    return resv__fail(err, RESV_EINVALID, "path: cannot read %s: %s", path, strerror(errno));
+  bool ok = true;
+  struct dirent *de;
+  while (ok && (de = readdir(dir))) {
+    const char *n = de->d_name;
+    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb"))
+      ok = resv__fail(err, RESV_EFORMAT,
+                      "path: %s is not a resv store: it holds %s (a resv store "
+                      "holds only LMDB's data.mdb and lock.mdb)", path, n);
+  }
+  closedir(dir);
+  return ok;
+}
+
+/* Checks the "resv" database's format record, or writes it into an empty
+ * environment. */
+static bool check_marker(env_t *e, resv_error_t *err) {
+  MDB_txn *txn;
+  MDB_dbi main_dbi, marker;
+  MDB_stat st;
+  bool ok = true;
+  int rc = begin_txn(e, 0, &txn);
+  if (rc) return lmdb_fail(e, err, rc, "open");
+  rc = mdb_dbi_open(txn, marker_name, 0, &marker);
+  if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+    if (rc == MDB_NOTFOUND && (rc = mdb_dbi_open(txn, NULL, 0, &main_dbi)) == 0 &&
+        (rc = mdb_stat(txn, main_dbi, &st)) == 0 && st.ms_entries == 0) {
+      /* A new store: mark it. */
+      MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
+      bson_t b = BSON_INITIALIZER;
+      BSON_APPEND_INT32(&b, "format", 1);
+      MDB_val val = {b.len, (void *)bson_get_data(&b)};
+      if ((rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
+          (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
+        rc = mdb_txn_commit(txn);
+      else
+        mdb_txn_abort(txn);
+      bson_destroy(&b);
+      end_txn(e);
+      return rc ? lmdb_fail(e, err, rc, "open") : true;
+    }
+    if (rc == 0 || rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+      ok = resv__fail(err, RESV_EFORMAT,
+                      "path: %s holds an LMDB database that is not a resv store "
+                      "(it has no resv format record); nothing was written", e->path);
+      rc = 0;
+    }
+  } else if (rc == 0) {
+    MDB_val key = {sizeof marker_key - 1, (void *)marker_key}, val;
+    bson_t b;
+    bson_iter_t it;
+    rc = mdb_get(txn, marker, &key, &val);
+    if (rc == 0 && (!bson_init_static(&b, val.mv_data, val.mv_size) ||
+                    !bson_iter_init_find(&it, &b, "format") ||
+                    !BSON_ITER_HOLDS_NUMBER(&it)))
+      ok = resv__fail(err, RESV_EFORMAT,
+                      "path: %s has a resv format record without a numeric format",
+                      e->path);
+    else if (rc == 0 && bson_iter_as_double(&it) != 1)
+      ok = resv__fail(err, RESV_EFORMAT,
+                      "path: %s holds a resv file store of format %g, this store "
+                      "reads format 1; nothing was written",
+                      e->path, bson_iter_as_double(&it));
+    else if (rc == MDB_NOTFOUND)
+      ok = resv__fail(err, RESV_EFORMAT, "path: %s has no resv format record", e->path),
+      rc = 0;
+  }
+  mdb_txn_abort(txn);
+  end_txn(e);
+  return rc ? lmdb_fail(e, err, rc, "open") : ok;
+}
+
+/* LMDB copies every page it changes, deletions too: a map filled to the
+ * last page could not even delete what has expired. So LMDB's map is
+ * map_size and this much more, and writes that can add data stop at
+ * map_size (over_limit): the rest is room for the deletions that make
+ * room again. */
+static int64_t slack_of(int64_t map_size) {
+  int64_t slack = map_size / 16;
+  return slack < (INT64_C(256) << 10) ? INT64_C(256) << 10 : slack;
+}
+
+static void env_free(env_t *e) {
+  if (e->mdb) mdb_env_close(e->mdb);
+  pthread_rwlock_destroy(&e->resize);
+  pthread_mutex_destroy(&e->setup);
+  pthread_mutex_destroy(&e->gc_mutex);
+  pthread_cond_destroy(&e->gc_cond);
+  free(e);
+}
+
+static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
+                      bool disk, resv_error_t *err) {
+  env_t *e = calloc(1, sizeof *e);
+  if (!e) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
+    return NULL;
+  }
+  e->dev = st->st_dev;
+  e->ino = st->st_ino;
+  e->pid = getpid();
+  e->refs = 1;
+  e->disk = disk;
+  e->map_size = map_size;
+  snprintf(e->path, sizeof e->path, "%s", path);
+  pthread_rwlock_init(&e->resize, NULL);
+  pthread_mutex_init(&e->setup, NULL);
+  pthread_mutex_init(&e->gc_mutex, NULL);
+  pthread_cond_init(&e->gc_cond, NULL);
+  atomic_init(&e->reader_check_at, 0);
+  int rc = mdb_env_create(&e->mdb);
+  if (rc) {
+    e->mdb = NULL;
+  } else if (!(rc = mdb_env_set_maxdbs(e->mdb, MAX_TYPES + 1)) &&
+             !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
+             !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
+    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC), 0660);
+  }
+  if (rc) {
+    if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
+      resv__fail(err, RESV_EFORMAT, "path: %s is not a resv store: %s", path,
+                 mdb_strerror(rc));
+    else
+      lmdb_fail(e, err, rc, "open");
+    env_free(e);
+    return NULL;
+  }
+  MDB_stat est;
+  mdb_env_stat(e->mdb, &est);
+  e->limit_pages = (size_t)map_size / est.ms_psize;
+  check_readers(e, true);
+  if (!check_marker(e, err)) {
+    env_free(e);
+    return NULL;
+  }
+  return e;
+}
+
+static void env_release(env_t *e) {
+  registry_lock();
+  bool last = --e->refs == 0;
+  if (last) {
+    env_t **p = &registry;
+    while (*p != e) p = &(*p)->next;
+    *p = e->next;
+  }
+  registry_unlock();
+  if (last) env_free(e);
+}
+
+/* ---- types -------------------------------------------------------------- */
+
+static bool file_type_init(void *backend, resv_type_t *type, resv_error_t *err) {
+  resv__file_type_t *ft = calloc(1, sizeof *ft);
+  if (!ft) return resv__fail(err, RESV_ENOMEM, "out of memory for a type");
+  atomic_init(&ft->ready, false);
+  type->backend_state = ft;
+  return true;
+}
+
+static void file_type_free(void *backend, resv_type_t *type) {
+  free(type->backend_state);
+  type->backend_state = NULL;
+}
+
+/* Opens (creating it on first use) the type's database and checks its
+ * format record, once per store and type; a failure is tried again on
+ * the next call. */
+static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
+  resv__file_type_t *ft = type->backend_state;
+  if (atomic_load_explicit(&ft->ready, memory_order_acquire)) return true;
+  env_t *e = f->env;
+  bool ok = true;
+  pthread_mutex_lock(&e->setup);
+  if (!atomic_load_explicit(&ft->ready, memory_order_acquire)) {
+    MDB_txn *txn;
+    MDB_dbi dbi = 0;
+    int rc = begin_txn(e, 0, &txn);
+    if (rc == 0) {
+      rc = mdb_dbi_open(txn, type->collection, MDB_CREATE, &dbi);
+      if (rc == 0) rc = resv__file_format(txn, dbi, type->collection, err, &ok);
+      if (rc == 0 && ok)
+        rc = mdb_txn_commit(txn);
+      else
+        mdb_txn_abort(txn);
+      end_txn(e);
+    }
+    if (rc == MDB_INCOMPATIBLE)
+      ok = resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
+                      type->collection);
+    else if (rc)
+      ok = lmdb_fail(e, err, rc, "set up the type");
+    if (ok) {
+      ft->dbi = dbi;
+      atomic_store_explicit(&ft->ready, true, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&e->setup);
+  return ok;
+}
+
+/* ---- calls -------------------------------------------------------------- */
+
+static const char *op_name(int32_t op) {
+  switch (op) {
+  case RESV_OP_RESERVE: return "reserve";
+  case RESV_OP_CONFIRM: return "confirm";
+  case RESV_OP_ABANDON: return "abandon";
+  case RESV_OP_RELEASE: return "release";
+  default: return "get";
+  }
+}
+
+static bool read_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
+                     int64_t now, resv_answer_t *a, resv_error_t *err) {
+  MDB_txn *txn;
+  bool ok = false;
+  int rc = begin_txn(f->env, MDB_RDONLY, &txn);
+  if (rc == 0) {
+    rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok);
+    mdb_txn_abort(txn);
+    end_txn(f->env);
+  }
+  return rc ? lmdb_fail(f->env, err, rc, op_name(r->op)) : ok;
+}
+
+/* With the map full: clears dead readers' slots, then deletes what has
+ * expired past the grace in the type, a few records per transaction: a
+ * deletion copies its pages too, and the pages a transaction frees are
+ * free for the next one only, so when even a small chunk finds no room
+ * the chunks shrink to one record and grow again as room comes back. */
+static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
+  env_t *e = f->env;
+  MDB_txn *txn;
+  MDB_stat st;
+  check_readers(e, true);
+  if (begin_txn(e, MDB_RDONLY, &txn)) return;
+  int rc = mdb_stat(txn, ft->dbi, &st);
+  mdb_txn_abort(txn);
+  end_txn(e);
+  if (rc) return;
+  size_t todo = st.ms_entries < RECLAIM_WHEN_FULL ? st.ms_entries : RECLAIM_WHEN_FULL;
+  size_t chunk = RECLAIM_CHUNK;
+  for (size_t done = 0; done <= todo;) {
+    size_t deleted = 0;
+    unsigned char at[RESV__FILE_KEY_MAX + 1];
+    size_t at_len = ft->sweep_len;
+    memcpy(at, ft->sweep_at, at_len);
+    if (begin_txn(e, 0, &txn)) return;
+    rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), chunk, &deleted);
+    if (rc == 0)
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+    end_txn(e);
+    if (rc == 0) {
+      done += chunk;
+      if (chunk < RECLAIM_CHUNK) chunk *= 2;
+    } else if (rc == MDB_MAP_FULL && chunk > 1) {
+      memcpy(ft->sweep_at, at, at_len); /* the walk did not happen */
+      ft->sweep_len = at_len;
+      chunk = 1;
+    } else {
+      return;
+    }
+  }
+}
+
+/* True when a write that can add data must not run in txn: the file has
+ * reached map_size and fewer than FREE_PAGES_ENOUGH freed pages are left
+ * to reuse. Below map_size it costs one read of the meta page; past it, a
+ * walk of the free list's records until enough pages are counted. */
+static bool over_limit(env_t *e) {
+  MDB_envinfo info;
+  if (mdb_env_info(e->mdb, &info) || info.me_last_pgno + 1 < e->limit_pages) return false;
+  /* LMDB reads its free list in read-only transactions only; this one
+   * sees what the caller's write transaction started from (the caller
+   * holds e->resize already). */
+  MDB_txn *txn;
+  MDB_cursor *c;
+  MDB_val key, val;
+  size_t free_pages = 0;
+  if (mdb_txn_begin(e->mdb, NULL, MDB_RDONLY, &txn)) return true;
+  if (mdb_cursor_open(txn, 0 /* the free list */, &c) == 0) {
+    int rc = mdb_cursor_get(c, &key, &val, MDB_FIRST);
+    while (rc == 0 && free_pages < FREE_PAGES_ENOUGH) {
+      size_t n = 0; /* a record: the count of pages, then the pages */
+      if (val.mv_size >= sizeof n) memcpy(&n, val.mv_data, sizeof n);
+      free_pages += n;
+      rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
+    }
+    mdb_cursor_close(c); /* a read-only transaction's cursors are the caller's */
+  }
+  mdb_txn_abort(txn);
+  return free_pages < FREE_PAGES_ENOUGH;
+}
+
+static bool adds_data(const resv_request_t *r) {
+  return r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
+}
+
+/* One write in its own transaction, with the expired records it passes
+ * reclaimed; when the map is full, reclaims and tries once more. */
+static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
+                      int64_t now, resv_answer_t *a, resv_error_t *err) {
+  env_t *e = f->env;
+  for (int round = 0;; round++) {
+    MDB_txn *txn;
+    bool ok = false;
+    size_t deleted = 0;
+    check_readers(e, false);
+    int rc = begin_txn(e, 0, &txn);
+    if (rc) return lmdb_fail(e, err, rc, op_name(r->op));
+    if (adds_data(r) && over_limit(e))
+      rc = MDB_MAP_FULL;
+    else
+      rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok);
+    if (rc == 0 && ok) rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), RECLAIM_STEPS, &deleted);
+    if (rc == 0 && ok)
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+    end_txn(e);
+    if (rc == 0) return ok;
+    if (rc != MDB_MAP_FULL || round > 0) return lmdb_fail(e, err, rc, op_name(r->op));
+    reclaim_when_full(f, ft, now);
+  }
+}
+
+/* Runs a batch of writes in one transaction and one synced commit. When
+ * LMDB fails it (a full map, a disk error), each write runs again in its
+ * own transaction, so one write's failure is only its own. */
+static void run_batch(env_t *e, gc_op_t *batch) {
+  MDB_txn *txn;
+  check_readers(e, false);
+  int rc = begin_txn(e, 0, &txn);
+  if (rc == 0 && over_limit(e)) { /* each on its own, as write_one decides */
+    mdb_txn_abort(txn);
+    end_txn(e);
+    rc = MDB_MAP_FULL;
+  } else if (rc == 0) {
+    for (gc_op_t *o = batch; o && rc == 0; o = o->next) {
+      size_t deleted = 0;
+      rc = resv__file_apply(txn, o->ft, o->req, o->now, o->file->max_holds, o->answer, o->err,
+                            &o->ok);
+      if (rc == 0 && o->ok)
+        rc = resv__file_reclaim(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms), RECLAIM_STEPS,
+                                &deleted);
+    }
+    if (rc == 0)
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+    end_txn(e);
+  }
+  if (rc == 0) return;
+  for (gc_op_t *o = batch; o; o = o->next)
+    o->ok = write_one(o->file, o->ft, o->req, o->now, o->answer, o->err);
+}
+
+/* Queues a write for the next group commit and waits for it: the first
+ * waiter to find no commit under way commits everything queued. */
+static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
+                          int64_t now, resv_answer_t *a, resv_error_t *err) {
+  env_t *e = f->env;
+  gc_op_t op = {.file = f, .ft = ft, .req = r, .now = now, .answer = a, .err = err};
+  pthread_mutex_lock(&e->gc_mutex);
+  if (e->gc_tail)
+    e->gc_tail->next = &op;
+  else
+    e->gc_head = &op;
+  e->gc_tail = &op;
+  while (!op.done) {
+    if (e->gc_busy) {
+      pthread_cond_wait(&e->gc_cond, &e->gc_mutex);
+      continue;
+    }
+    gc_op_t *batch = e->gc_head;
+    e->gc_head = e->gc_tail = NULL;
+    e->gc_busy = true;
+    pthread_mutex_unlock(&e->gc_mutex);
+    run_batch(e, batch);
+    pthread_mutex_lock(&e->gc_mutex);
+    for (gc_op_t *o = batch, *next; o; o = next) {
+      next = o->next;
+      o->done = true; /* o may be gone once the lock is dropped */
+    }
+    e->gc_busy = false;
+    pthread_cond_broadcast(&e->gc_cond);
+  }
+  pthread_mutex_unlock(&e->gc_mutex);
+  return op.ok;
+}
+
+static bool file_execute(void *backend, resv_type_t *type, const resv_request_t *r,
+                         int64_t now, int64_t deadline, resv_answer_t *a,
+                         resv_error_t *err) {
+  file_t *f = backend;
+  if (!type_ready(f, type, err)) return false;
+  resv__file_type_t *ft = type->backend_state;
+  if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err);
+  if (f->env->disk) return write_grouped(f, ft, r, now, a, err);
+  return write_one(f, ft, r, now, a, err);
+}
+
+/* ---- the backend -------------------------------------------------------- */
+
+static void file_describe(void *backend, char *buf, size_t size) {
+  file_t *f = backend;
+  snprintf(buf, size, "resv store (file %s, sync=%s)", f->env->path,
+           f->env->disk ? "disk" : "process");
+}
+
+static void file_destroy(void *backend) {
+  file_t *f = backend;
+  env_release(f->env);
+  free(f);
+}
+
+static const resv__backend_ops_t process_ops = {
+    .name = "file",
+    .runs_inline = true,
+    .type_init = file_type_init,
+    .type_free = file_type_free,
+    .execute = file_execute,
+    .describe = file_describe,
+    .destroy = file_destroy,
+};
+
+static const resv__backend_ops_t disk_ops = {
+    .name = "file",
+    .runs_inline = false,
+    .type_init = file_type_init,
+    .type_free = file_type_free,
+    .execute = file_execute,
+    .describe = file_describe,
+    .destroy = file_destroy,
+};
+
+void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
+                      resv_error_t *err) {
+  int64_t map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
+  if (map_size < MIN_MAP_SIZE || map_size > MAX_MAP_SIZE) {
+    resv__fail(err, RESV_EINVALID, "map_size: must be from %lld to %lld bytes, got %lld",
+               (long long)MIN_MAP_SIZE, (long long)MAX_MAP_SIZE, (long long)map_size);
+    return NULL;
+  }
+  if (o->sync != RESV_SYNC_PROCESS && o->sync != RESV_SYNC_DISK) {
+    resv__fail(err, RESV_EINVALID, "sync: must be process or disk");
+    return NULL;
+  }
+  if (o->sweep_grace_ms < 0 || o->sweep_grace_ms > MAX_GRACE_MS) {
+    resv__fail(err, RESV_EINVALID, "sweep_grace_ms: must be from 0 to 2^53, got %lld",
+               (long long)o->sweep_grace_ms);
+    return NULL;
+  }
+  if (strlen(o->path) >= PATH_MAX - 16) {
+    resv__fail(err, RESV_EINVALID, "path: longer than %d bytes", PATH_MAX - 16);
+    return NULL;
+  }
+  bool disk = o->sync == RESV_SYNC_DISK;
+  struct stat st;
+  if (!check_directory(o->path, &st, err)) return NULL;
+  file_t *f = calloc(1, sizeof *f);
+  if (!f) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
+    return NULL;
+  }
+  f->grace_ms = o->sweep_grace_ms ? o->sweep_grace_ms : DEFAULT_GRACE_MS;
+  f->max_holds = o->max_holds ? o->max_holds : RESV__DEFAULT_MAX_HOLDS;
+
+  pthread_once(&registry_once, registry_atfork);
+  registry_lock();
+  pid_t pid = getpid();
+  env_t *e = registry;
+  while (e && !(e->dev == st.st_dev && e->ino == st.st_ino && e->pid == pid)) e = e->next;
+  if (e && e->disk != disk) {
+    resv__fail(err, RESV_EINVALID,
+               "sync: %s is already open in this process with sync = %s", o->path,
+               e->disk ? "disk" : "process");
+    e = NULL;
+  } else if (e) {
+    e->refs++;
+  } else if ((e = env_new(o->path, &st, map_size, disk, err))) {
+    e->next = registry;
+    registry = e;
+  }
+  registry_unlock();
+  if (!e) {
+    free(f);
+    return NULL;
+  }
+  f->env = e;
+  *ops = disk ? &disk_ops : &process_ops;
+  return f;
+}
