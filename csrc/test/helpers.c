@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
 
 #include "tests.h"
 
@@ -19,6 +20,35 @@ resv_store_t *test_open(const char *uri) {
   resv_store_t *s = resv_store_open(&o, &err);
   ck_assert_msg(s != NULL, "open %s: %s: %s", uri ? uri : "memory",
                 resv_code_name(err.code), err.message);
+  return s;
+}
+
+void test_temp_dir(char *out, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(out, size, "%s/resv-test-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  ck_assert_msg(mkdtemp(out) != NULL, "mkdtemp %s", out);
+}
+
+void test_remove_dir(const char *path) {
+  DIR *dir = opendir(path);
+  if (!dir) return;
+  struct dirent *de;
+  char file[4096];
+  while ((de = readdir(dir))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    snprintf(file, sizeof file, "%s/%s", path, de->d_name);
+    unlink(file);
+  }
+  closedir(dir);
+  rmdir(path);
+}
+
+resv_store_t *test_open_file(const char *path, int32_t sync) {
+  resv_options_t o = {.path = path, .sync = sync, .threads = 4, .timeout_ms = 5000,
+                      .map_size = 64 << 20};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  ck_assert_msg(s != NULL, "open %s: %s: %s", path, resv_code_name(err.code), err.message);
   return s;
 }
 

@@ -17,6 +17,7 @@ static const struct {
     SUITE(mongo_decode), SUITE(mongo_store),  SUITE(mongo_diff),
     SUITE(job),          SUITE(mongo_replset),
     SUITE(store),        SUITE(memory),
+    SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),
 };
 
 /* True when name is one of the comma-separated names in list. */

@@ -1,6 +1,7 @@
-/* test_rules.c: SPEC section 5, one test per rule, on the memory store and
- * on MongoDB (the same test bodies; only the store they open differs). The
- * store's clock is frozen, so every expiry is exact. */
+/* test_rules.c: SPEC section 5, one test per rule, on the memory store, on
+ * MongoDB and on the file store with sync process and disk (the same test
+ * bodies; only the store they open differs). The store's clock is frozen,
+ * so every expiry is exact. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,26 @@ static void setup_mongo(void) {
   users = test_fresh_type(store, "rules");
 }
 
+static char file_dir[256]; /* "": not the file store */
+static int32_t file_sync;
+
+static void setup_file(int32_t sync) {
+  rules_uri = NULL;
+  test_temp_dir(file_dir, sizeof file_dir);
+  file_sync = sync;
+  store = test_open_file(file_dir, sync);
+  resv_store_set_time(store, T0);
+  users = test_fresh_type(store, "rules");
+}
+
+static void setup_file_process(void) { setup_file(RESV_SYNC_PROCESS); }
+static void setup_file_disk(void) { setup_file(RESV_SYNC_DISK); }
+
 static void teardown(void) {
   resv_answer_clear(&a);
   resv_store_close(store);
+  if (file_dir[0]) test_remove_dir(file_dir);
+  file_dir[0] = '\0';
 }
 
 static void at(int64_t offset) { resv_store_set_time(store, T0 + offset); }
@@ -373,7 +391,8 @@ START_TEST(a_reservation_holds_at_most_100_attempts_by_default) {
 END_TEST
 
 START_TEST(a_full_reservation_refuses_a_new_attempt_and_nothing_else) {
-  resv_options_t o = {.uri = rules_uri, .threads = 2, .max_holds = 3};
+  resv_options_t o = {.uri = rules_uri, .threads = 2, .max_holds = 3,
+                      .path = file_dir[0] ? file_dir : NULL, .sync = file_sync};
   resv_error_t err;
   resv_store_t *small = resv_store_open(&o, &err);
   ck_assert_msg(small != NULL, "%s", err.message);
@@ -464,5 +483,12 @@ Suite *rules_memory_suite(void) {
 Suite *rules_mongo_suite(void) {
   Suite *s = suite_create("rules_mongo");
   suite_add_tcase(s, rules_case("mongo", setup_mongo));
+  return s;
+}
+
+Suite *rules_file_suite(void) {
+  Suite *s = suite_create("rules_file");
+  suite_add_tcase(s, rules_case("file_process", setup_file_process));
+  suite_add_tcase(s, rules_case("file_disk", setup_file_disk));
   return s;
 }

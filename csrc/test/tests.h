@@ -19,6 +19,7 @@ Suite *security_suite(void);
 Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
 Suite *mongo_replset_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
+Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
@@ -29,6 +30,14 @@ const char *test_mongo_uri(void);
 resv_store_t *test_open(const char *uri);
 
 /* A type whose collection no other test of this run uses. */
+/* A new empty directory for a file store, in $TMPDIR or /tmp, into out
+ * (size bytes); test_remove_dir deletes it and what it holds. */
+void test_temp_dir(char *out, size_t size);
+void test_remove_dir(const char *path);
+
+/* A file store on path with sync (resv_sync_t). Fails the test on error. */
+resv_store_t *test_open_file(const char *path, int32_t sync);
+
 resv_type_t *test_fresh_type(resv_store_t *store, const char *prefix);
 
 resv_key_t test_key(const char *ns, const char *key);

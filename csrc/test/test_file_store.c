@@ -1,0 +1,726 @@
+/* test_file_store.c: what the file store promises beyond the rules (SPEC
+ * section 6): one store for every process of the directory, nothing
+ * answered lost when a process is killed at any instant, no process
+ * blocked by a dead one, the MongoDB layout, foreign data refused, a full
+ * map answering nomem while reads go on, expired reservations reclaimed.
+ *
+ * The process tests fork children that open their own store (a store is
+ * never used across fork()) and report each answer they got through a
+ * pipe; a write of at most PIPE_BUF bytes is atomic, so a child killed at
+ * any instant leaves only whole reports, each for an answer it had. */
+#include <bson/bson.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests.h"
+
+#define T0 1700000000000LL
+#define HOUR (3600 * 1000)
+
+static char dir[256];
+
+static void setup(void) { test_temp_dir(dir, sizeof dir); }
+static void teardown(void) { test_remove_dir(dir); }
+
+static resv_store_t *open_with(resv_options_t o, resv_error_t *err) {
+  o.path = dir;
+  return resv_store_open(&o, err);
+}
+
+static resv_type_t *type_of(resv_store_t *s, const char *aggregate) {
+  resv_error_t err;
+  resv_type_t *t = resv_store_type(s, "test", 4, aggregate, strlen(aggregate), &err);
+  ck_assert_msg(t != NULL, "type: %s", err.message);
+  return t;
+}
+
+static bool call(resv_type_t *t, int32_t op, const char *key, const char *owner,
+                 const char *attempt, int64_t ttl, resv_answer_t *a, resv_error_t *err) {
+  resv_request_t r = {.op = op, .key = test_key("email", key),
+                      .owner = test_owner("", owner), .attempt = resv_cstr(attempt),
+                      .ttl_ms = ttl, .version = 1};
+  return resv_call(t, &r, a, err);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- many processes --------------------------------------------------- */
+
+#define RACERS 12
+
+START_TEST(one_winner_among_forked_processes) {
+  int go[2];
+  ck_assert_int_eq(pipe(go), 0);
+  pid_t pids[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    pids[i] = fork();
+    ck_assert_int_ne(pids[i], -1);
+    if (pids[i] == 0) {
+      close(go[1]);
+      resv_options_t o = {.path = dir};
+      resv_store_t *s = resv_store_open(&o, NULL);
+      if (!s) _exit(1);
+      resv_type_t *t = resv_store_type(s, "test", 4, "race", 4, NULL);
+      char owner[32], byte;
+      snprintf(owner, sizeof owner, "owner-%d", i);
+      if (read(go[0], &byte, 1) != 0) _exit(2); /* the parent closes it: go */
+      resv_answer_t a = {0};
+      bool ok = t && call(t, RESV_OP_RESERVE, "same@x", owner, "a", HOUR, &a, NULL);
+      int status = !ok ? 3 : a.status == RESV_RESERVED ? 10
+                   : a.status == RESV_CONFLICT && a.owner_id.len ? 11 : 4;
+      resv_answer_clear(&a);
+      resv_store_close(s);
+      _exit(status);
+    }
+  }
+  close(go[0]);
+  sleep_ms(100); /* let them all open and wait */
+  close(go[1]);
+  int winners = 0, winner = -1;
+  for (int i = 0; i < RACERS; i++) {
+    int st;
+    ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+    ck_assert_msg(WIFEXITED(st) && (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11),
+                  "racer %d ended with %d", i, st);
+    if (WEXITSTATUS(st) == 10) winners++, winner = i;
+  }
+  ck_assert_int_eq(winners, 1);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  test_get(type_of(s, "race"), "same@x", &a);
+  char want[32];
+  snprintf(want, sizeof want, "owner-%d", winner);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, want));
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* A writer in a tight loop: reserves keys of a shared space of `keys`
+ * (owner "w<id>") and reports each `reserved` as (key index) on fd. */
+static void writer_loop(int id, int keys, int fd, int32_t sync) {
+  resv_options_t o = {.path = dir, .sync = sync, .threads = 2};
+  resv_store_t *s = resv_store_open(&o, NULL);
+  if (!s) _exit(1);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = resv_store_type(s, "test", 4, "kill", 4, NULL);
+  char owner[32], key[32];
+  snprintf(owner, sizeof owner, "w%d", id);
+  resv_answer_t a = {0};
+  uint32_t x = (uint32_t)id * 2654435761u + 1;
+  for (;;) {
+    x = x * 1103515245u + 12345u;
+    int k = (int)((x >> 8) % (uint32_t)keys);
+    snprintf(key, sizeof key, "k%d", k);
+    if (!call(t, RESV_OP_RESERVE, key, owner, "a", HOUR, &a, NULL)) _exit(3);
+    if (a.status == RESV_RESERVED) {
+      int32_t report[2] = {k, id};
+      if (write(fd, report, sizeof report) != sizeof report) _exit(4);
+    }
+  }
+}
+
+static pid_t spawn_writer(int id, int keys, int fds[2], int32_t sync) {
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    close(fds[0]);
+    writer_loop(id, keys, fds[1], sync);
+  }
+  return pid;
+}
+
+/* Reads every report left in the pipe (the writers are dead) into
+ * owners[key] (the writer's id), failing on two owners for one key. */
+static int drain_reports(int fd, int *owners, int keys) {
+  int32_t report[2];
+  int n = 0;
+  while (read(fd, report, sizeof report) == sizeof report) {
+    ck_assert(report[0] >= 0 && report[0] < keys);
+    ck_assert_msg(owners[report[0]] < 0 || owners[report[0]] == report[1],
+                  "k%d reserved by w%d and w%d", report[0], owners[report[0]], report[1]);
+    owners[report[0]] = report[1];
+    n++;
+  }
+  return n;
+}
+
+/* Every reported reservation is there, held by the reported writer. */
+static void check_reports(const int *owners, int keys) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "kill");
+  resv_answer_t a = {0};
+  char key[32], owner[32];
+  for (int k = 0; k < keys; k++) {
+    if (owners[k] < 0) continue;
+    snprintf(key, sizeof key, "k%d", k);
+    snprintf(owner, sizeof owner, "w%d", owners[k]);
+    test_get(t, key, &a);
+    ck_assert_msg(a.status == RESV_PENDING && test_str_is(a.owner_id, owner),
+                  "k%d: reported reserved by %s, now %s by %.*s", k, owner,
+                  resv_status_name(a.status), (int)a.owner_id.len, a.owner_id.ptr);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+
+/* Waits (up to 20 s, for a loaded machine) until a report can be read. */
+static void await_report(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  ck_assert_msg(poll(&p, 1, 20000) == 1, "no writer answered within 20 s");
+}
+
+static void kill_and_check(int32_t sync, int rounds) {
+  enum { KEYS = 100000 };
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  int *owners = malloc(KEYS * sizeof *owners);
+  for (int k = 0; k < KEYS; k++) owners[k] = -1;
+  int reports = 0;
+  for (int round = 0; round < rounds; round++) {
+    pid_t pid = spawn_writer(round, KEYS, fds, sync);
+    await_report(fds[0]); /* then kill it at some instant of its loop */
+    sleep_ms((round * 37) % 60);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    reports += drain_reports(fds[0], owners, KEYS);
+  }
+  close(fds[1]);
+  ck_assert_msg(reports >= rounds, "the writers answered only %d reservations", reports);
+  check_reports(owners, KEYS);
+  close(fds[0]);
+  free(owners);
+}
+
+START_TEST(answered_reservations_survive_a_sigkill_of_the_writer) {
+  kill_and_check(RESV_SYNC_PROCESS, 8);
+}
+END_TEST
+
+START_TEST(answered_reservations_survive_a_sigkill_with_disk_sync) {
+  kill_and_check(RESV_SYNC_DISK, 4);
+}
+END_TEST
+
+/* Writers race on a small key space and are killed at random instants,
+ * many times, while the test keeps calling: no call of the test ever waits
+ * long (a dead writer holding LMDB's lock blocks nobody), no key is
+ * reported reserved by two writers, every reported one is there. */
+START_TEST(killed_writers_never_block_the_others_nor_lose_answers) {
+  enum { KEYS = 300, WRITERS = 3, KILLS = 40 };
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  int owners[KEYS];
+  for (int k = 0; k < KEYS; k++) owners[k] = -1;
+  pid_t pids[WRITERS];
+  int next_id = 0;
+  for (int w = 0; w < WRITERS; w++) pids[w] = spawn_writer(next_id++, KEYS, fds, RESV_SYNC_PROCESS);
+
+  await_report(fds[0]);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "kill");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  int64_t slowest = 0;
+  for (int i = 0; i < KILLS; i++) {
+    sleep_ms(3 + (i * 7) % 17);
+    int w = i % WRITERS;
+    kill(pids[w], SIGKILL);
+    waitpid(pids[w], NULL, 0);
+    pids[w] = spawn_writer(next_id++, KEYS, fds, RESV_SYNC_PROCESS);
+    char key[32];
+    snprintf(key, sizeof key, "mine%d", i);
+    int64_t start = resv__monotonic_ms();
+    ck_assert_msg(call(t, RESV_OP_RESERVE, key, "test", "a", HOUR, &a, &err), "%s",
+                  err.message);
+    ck_assert_int_eq(a.status, RESV_RESERVED);
+    int64_t took = resv__monotonic_ms() - start;
+    if (took > slowest) slowest = took;
+    drain_reports(fds[0], owners, KEYS);
+  }
+  for (int w = 0; w < WRITERS; w++) {
+    kill(pids[w], SIGKILL);
+    waitpid(pids[w], NULL, 0);
+  }
+  close(fds[1]);
+  drain_reports(fds[0], owners, KEYS);
+  close(fds[0]);
+  /* Generous for a loaded machine; a blocked lock would hang for ever. */
+  ck_assert_msg(slowest < 3000, "a call waited %lld ms", (long long)slowest);
+  for (int i = 0; i < KILLS; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "mine%d", i);
+    test_get(t, key, &a);
+    ck_assert_int_eq(a.status, RESV_PENDING);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  int reported = 0;
+  for (int k = 0; k < KEYS; k++) reported += owners[k] >= 0;
+  ck_assert_msg(reported > 0, "no writer answered");
+  check_reports(owners, KEYS);
+}
+END_TEST
+
+START_TEST(a_store_used_in_a_forked_child_answers_closed) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s, "fork");
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    resv_answer_t a = {0};
+    resv_error_t err;
+    bool ok = call(t, RESV_OP_RESERVE, "x", "child", "a", HOUR, &a, &err);
+    _exit(!ok && err.code == RESV_ECLOSED ? 0 : 1);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  resv_answer_t a = {0};
+  test_get(t, "x", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+START_TEST(stores_of_one_process_share_the_directory) {
+  resv_store_t *s1 = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_t *s2 = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  test_reserve(type_of(s1, "share"), "x", "A", "a", HOUR, &a);
+  resv_store_close(s1);
+  test_reserve(type_of(s2, "share"), "x", "B", "b", HOUR, &a);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  resv_error_t err;
+  resv_store_t *s3 = open_with((resv_options_t){.sync = RESV_SYNC_DISK}, &err);
+  ck_assert_ptr_null(s3);
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "sync"), "%s", err.message);
+  resv_answer_clear(&a);
+  resv_store_close(s2);
+}
+END_TEST
+
+/* Writers of one process with sync = disk share commits; each still gets
+ * its own answer, and every one is there after a reopen. */
+typedef struct disk_writer {
+  resv_type_t *type;
+  int id;
+  int reserved;
+} disk_writer_t;
+
+static void *disk_write(void *arg) {
+  disk_writer_t *w = arg;
+  char key[32], owner[32];
+  resv_answer_t a = {0};
+  snprintf(owner, sizeof owner, "d%d", w->id);
+  for (int i = 0; i < 20; i++) {
+    snprintf(key, sizeof key, "d%d-%d", w->id, i);
+    if (call(w->type, RESV_OP_RESERVE, key, owner, "a", HOUR, &a, NULL) &&
+        a.status == RESV_RESERVED)
+      w->reserved++;
+  }
+  resv_answer_clear(&a);
+  return NULL;
+}
+
+START_TEST(group_commit_answers_every_writer) {
+  enum { WRITERS = 16 };
+  resv_store_t *s = open_with((resv_options_t){.sync = RESV_SYNC_DISK, .threads = WRITERS},
+                              NULL);
+  ck_assert_ptr_nonnull(s);
+  ck_assert(!resv_store_runs_inline(s));
+  resv_type_t *t = type_of(s, "disk");
+  pthread_t threads[WRITERS];
+  disk_writer_t w[WRITERS];
+  for (int i = 0; i < WRITERS; i++) {
+    w[i] = (disk_writer_t){.type = t, .id = i};
+    pthread_create(&threads[i], NULL, disk_write, &w[i]);
+  }
+  for (int i = 0; i < WRITERS; i++) {
+    pthread_join(threads[i], NULL);
+    ck_assert_int_eq(w[i].reserved, 20);
+  }
+  resv_store_close(s);
+  s = test_open_file(dir, RESV_SYNC_DISK);
+  t = type_of(s, "disk");
+  resv_answer_t a = {0};
+  for (int i = 0; i < WRITERS; i++) {
+    char key[32], owner[32];
+    snprintf(key, sizeof key, "d%d-19", i);
+    snprintf(owner, sizeof owner, "d%d", i);
+    test_get(t, key, &a);
+    ck_assert_int_eq(a.status, RESV_PENDING);
+    ck_assert(test_str_is(a.owner_id, owner));
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- the layout -------------------------------------------------------- */
+
+/* Opens the directory's LMDB environment directly (no store may have it
+ * open in this process) and runs fn in a write transaction on db. */
+static void with_lmdb(const char *db, void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  ck_assert_int_eq(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  ck_assert_int_eq(mdb_env_open(env, dir, 0, 0660), 0);
+  ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(mdb_dbi_open(txn, db, MDB_CREATE, &dbi), 0);
+  fn(txn, dbi, arg);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+static const char ann_key[] = "\001\0email\0ann@x";
+static const char bad_key[] = "\001\0email\0bad@x";
+
+static void read_record(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  char **json = arg;
+  MDB_val key = {sizeof ann_key - 1, (void *)ann_key}, val;
+  ck_assert_int_eq(mdb_get(txn, dbi, &key, &val), 0);
+  bson_t b;
+  ck_assert(bson_init_static(&b, val.mv_data, val.mv_size));
+  *json = bson_as_canonical_extended_json(&b, NULL);
+}
+
+static char *record_of_ann(void) {
+  char *json = NULL;
+  with_lmdb("wow_reservation__test__layout", read_record, &json);
+  return json;
+}
+
+START_TEST(records_are_the_mongodb_documents) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "layout");
+  resv_answer_t a = {0};
+  test_reserve(t, "ann@x", "A", "a1", 1000, &a);
+  test_reserve(t, "ann@x", "A", "a2", 1000, &a);
+  resv_store_close(s);
+  char *json = record_of_ann();
+  ck_assert_str_eq(json,
+                   "{ \"_id\" : { \"t\" : \"\", \"n\" : \"email\", \"k\" : \"ann@x\" }, "
+                   "\"tenant_id\" : \"\", \"key\" : \"ann@x\", \"owner\" : { "
+                   "\"tenant_id\" : \"\", \"id\" : \"A\" }, \"expires_at\" : { "
+                   "\"$numberLong\" : \"1700000001000\" }, \"holds\" : [ \"a1\", \"a2\" ] }");
+  bson_free(json);
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  test_confirm(type_of(s, "layout"), "ann@x", "A", 7, &a);
+  resv_store_close(s);
+  json = record_of_ann();
+  ck_assert_str_eq(json,
+                   "{ \"_id\" : { \"t\" : \"\", \"n\" : \"email\", \"k\" : \"ann@x\" }, "
+                   "\"tenant_id\" : \"\", \"key\" : \"ann@x\", \"owner\" : { "
+                   "\"tenant_id\" : \"\", \"id\" : \"A\" }, \"expires_at\" : null, "
+                   "\"version\" : { \"$numberLong\" : \"7\" } }");
+  bson_free(json);
+  resv_answer_clear(&a);
+}
+END_TEST
+
+START_TEST(long_keys_are_kept_apart) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s, "long");
+  char k1[1001], k2[1001];
+  memset(k1, 'x', 1000);
+  k1[1000] = '\0';
+  memcpy(k2, k1, sizeof k1);
+  k2[999] = 'y';
+  resv_answer_t a = {0};
+  test_reserve(t, k1, "A", "a", HOUR, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  test_reserve(t, k2, "B", "b", HOUR, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  test_reserve(t, k1, "B", "b", HOUR, &a);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  ck_assert(test_str_is(a.owner_id, "A"));
+  test_release(t, k1, "A", &a);
+  ck_assert_int_eq(a.status, RESV_RELEASED);
+  test_get(t, k1, &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  test_get(t, k2, &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, "B"));
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- bad input and foreign data ------------------------------------------ */
+
+static void expect_refused(resv_options_t o, int32_t code, const char *words) {
+  resv_error_t err;
+  resv_store_t *s = open_with(o, &err);
+  ck_assert_msg(s == NULL, "opened; wanted %s", resv_code_name(code));
+  ck_assert_msg(err.code == code, "%s: %s", resv_code_name(err.code), err.message);
+  ck_assert_msg(strstr(err.message, words), "'%s' does not say %s", err.message, words);
+}
+
+START_TEST(bad_options_are_invalid) {
+  expect_refused((resv_options_t){.uri = "mongodb://127.0.0.1:1"}, RESV_EINVALID, "uri");
+  expect_refused((resv_options_t){.map_size = 4096}, RESV_EINVALID, "map_size");
+  expect_refused((resv_options_t){.map_size = -1}, RESV_EINVALID, "map_size");
+  expect_refused((resv_options_t){.sync = 7}, RESV_EINVALID, "sync");
+  expect_refused((resv_options_t){.sweep_grace_ms = -1}, RESV_EINVALID, "sweep_grace_ms");
+  char file[300];
+  snprintf(file, sizeof file, "%s/x", dir);
+  resv_options_t o = {.path = "/nonexistent-resv-dir/sub"};
+  resv_error_t err;
+  ck_assert_ptr_null(resv_store_open(&o, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "path"), "%s", err.message);
+}
+END_TEST
+
+START_TEST(a_directory_with_other_files_is_refused) {
+  char file[300];
+  snprintf(file, sizeof file, "%s/notes.txt", dir);
+  FILE *f = fopen(file, "w");
+  fputs("mine\n", f);
+  fclose(f);
+  expect_refused((resv_options_t){0}, RESV_EFORMAT, "not a resv store");
+  /* A regular file as the path. */
+  resv_options_t o = {.path = file};
+  resv_error_t err;
+  ck_assert_ptr_null(resv_store_open(&o, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_msg(strstr(err.message, "not a directory"), "%s", err.message);
+}
+END_TEST
+
+START_TEST(a_data_file_that_is_not_lmdb_is_refused) {
+  char file[300];
+  snprintf(file, sizeof file, "%s/data.mdb", dir);
+  FILE *f = fopen(file, "w");
+  for (int i = 0; i < 1000; i++) fputs("not an LMDB file at all\n", f);
+  fclose(f);
+  expect_refused((resv_options_t){0}, RESV_EFORMAT, "not a resv store");
+}
+END_TEST
+
+static void put_foreign(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val key = {3, (void *)"abc"}, val = {3, (void *)"xyz"};
+  ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
+}
+
+START_TEST(another_lmdb_database_is_refused) {
+  with_lmdb(NULL, put_foreign, NULL);
+  expect_refused((resv_options_t){0}, RESV_EFORMAT, "not a resv store");
+}
+END_TEST
+
+static void put_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  const char *key_bytes = arg;
+  MDB_val key = {strlen(key_bytes + 1) + 1, (void *)key_bytes};
+  if (key_bytes[0]) key.mv_size = strlen(key_bytes);
+  bson_t b = BSON_INITIALIZER;
+  if (!key_bytes[0]) BSON_APPEND_UTF8(&b, "_id", "format");
+  BSON_APPEND_INT32(&b, "format", 2);
+  MDB_val val = {b.len, (void *)bson_get_data(&b)};
+  ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
+  bson_destroy(&b);
+}
+
+START_TEST(a_store_of_another_format_is_refused) {
+  resv_store_close(test_open_file(dir, RESV_SYNC_PROCESS));
+  with_lmdb("resv", put_format, (void *)"format");
+  expect_refused((resv_options_t){0}, RESV_EFORMAT, "format 2");
+}
+END_TEST
+
+static void count_entries(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_stat st;
+  ck_assert_int_eq(mdb_stat(txn, dbi, &st), 0);
+  *(size_t *)arg = st.ms_entries;
+}
+
+START_TEST(a_type_of_another_format_answers_format_and_is_not_written) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  test_get(type_of(s, "other"), "x", &a); /* sets the type up */
+  resv_store_close(s);
+  with_lmdb("wow_reservation__test__other", put_format, (void *)"\0format");
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s, "other");
+  resv_error_t err;
+  ck_assert(!call(t, RESV_OP_RESERVE, "x", "A", "a", HOUR, &a, &err));
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  ck_assert_msg(strstr(err.message, "format 2"), "%s", err.message);
+  resv_store_close(s);
+  size_t entries = 0;
+  with_lmdb("wow_reservation__test__other", count_entries, &entries);
+  ck_assert_uint_eq(entries, 1); /* the format record alone */
+  resv_answer_clear(&a);
+}
+END_TEST
+
+static void put_not_a_reservation(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val key = {sizeof bad_key - 1, (void *)bad_key};
+  bson_t b = BSON_INITIALIZER;
+  BSON_APPEND_UTF8(&b, "_id", "bad@x");
+  BSON_APPEND_INT32(&b, "mine", 1);
+  MDB_val val = {b.len, (void *)bson_get_data(&b)};
+  ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
+  bson_destroy(&b);
+}
+
+static void read_bad(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val key = {sizeof bad_key - 1, (void *)bad_key}, val;
+  ck_assert_int_eq(mdb_get(txn, dbi, &key, &val), 0);
+  bson_t b;
+  ck_assert(bson_init_static(&b, val.mv_data, val.mv_size));
+  *(char **)arg = bson_as_relaxed_extended_json(&b, NULL);
+}
+
+START_TEST(a_record_that_is_no_reservation_answers_format_and_stays) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  test_get(type_of(s, "planted"), "x", &a);
+  resv_store_close(s);
+  with_lmdb("wow_reservation__test__planted", put_not_a_reservation, NULL);
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0 + 10 * HOUR);
+  resv_type_t *t = type_of(s, "planted");
+  static const int32_t ops[] = {RESV_OP_RESERVE, RESV_OP_CONFIRM, RESV_OP_ABANDON,
+                                RESV_OP_RELEASE, RESV_OP_GET};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    resv_error_t err;
+    ck_assert(!call(t, ops[i], "bad@x", "A", "a", HOUR, &a, &err));
+    ck_assert_int_eq(err.code, RESV_EFORMAT);
+  }
+  /* Writes elsewhere pass over it while reclaiming: it stays too. */
+  for (int i = 0; i < 20; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "ok%d", i);
+    test_reserve(t, key, "A", "a", 1, &a);
+  }
+  resv_store_close(s);
+  char *json = NULL;
+  with_lmdb("wow_reservation__test__planted", read_bad, &json);
+  ck_assert_str_eq(json, "{ \"_id\" : \"bad@x\", \"mine\" : 1 }");
+  bson_free(json);
+  resv_answer_clear(&a);
+}
+END_TEST
+
+/* ---- a full map, and reclaiming ----------------------------------------- */
+
+START_TEST(a_full_map_answers_nomem_naming_map_size_and_reads_go_on) {
+  resv_store_t *s = open_with((resv_options_t){.map_size = 1 << 20, .sweep_grace_ms = 1000},
+                              NULL);
+  ck_assert_ptr_nonnull(s);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "full");
+  char attempt[600], key[32];
+  memset(attempt, 'a', sizeof attempt - 1);
+  attempt[sizeof attempt - 1] = '\0';
+  resv_answer_t a = {0};
+  resv_error_t err = {0};
+  int n = 0;
+  while (call(t, RESV_OP_RESERVE, (snprintf(key, sizeof key, "k%d", n), key), "A",
+              attempt, 100, &a, &err))
+    ck_assert_msg(++n < 100000, "the map never filled");
+  ck_assert_int_eq(err.code, RESV_ENOMEM);
+  ck_assert_msg(strstr(err.message, "map_size"), "%s", err.message);
+  ck_assert(n > 100);
+  test_get(t, "k0", &a); /* reads keep working */
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  /* Once they are expired past the grace, a write reclaims them. */
+  resv_store_set_time(s, T0 + 100 + 1000);
+  ck_assert_msg(call(t, RESV_OP_RESERVE, "new", "B", attempt, 100, &a, &err), "%s",
+                err.message);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+START_TEST(expired_reservations_are_reclaimed_after_the_grace) {
+  resv_store_t *s = open_with((resv_options_t){.sweep_grace_ms = 1000}, NULL);
+  ck_assert_ptr_nonnull(s);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "reclaim");
+  resv_answer_t a = {0};
+  char key[32];
+  for (int i = 0; i < 100; i++) {
+    snprintf(key, sizeof key, "old%d", i);
+    test_reserve(t, key, "A", "a", 10, &a);
+  }
+  test_confirm(t, "kept", "A", 1, &a);
+  /* Within the grace: writes pass over them and keep them. */
+  resv_store_set_time(s, T0 + 500);
+  for (int i = 0; i < 200; i++) {
+    snprintf(key, sizeof key, "x%d", i);
+    test_reserve(t, key, "B", "b", HOUR, &a);
+  }
+  test_get(t, "old7", &a);
+  ck_assert_int_eq(a.status, RESV_EXPIRED);
+  /* Past it: the next writes reclaim them, a few per write. */
+  resv_store_set_time(s, T0 + 10 + 1000);
+  for (int i = 0; i < 200; i++) {
+    snprintf(key, sizeof key, "y%d", i);
+    test_reserve(t, key, "B", "b", HOUR, &a);
+  }
+  for (int i = 0; i < 100; i++) {
+    snprintf(key, sizeof key, "old%d", i);
+    test_get(t, key, &a);
+    ck_assert_msg(a.status == RESV_ABSENT, "old%d is %s", i, resv_status_name(a.status));
+  }
+  test_get(t, "kept", &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  test_get(t, "x5", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+Suite *file_store_suite(void) {
+  Suite *s = suite_create("file_store");
+  TCase *tc = tcase_create("file_store");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, one_winner_among_forked_processes);
+  tcase_add_test(tc, answered_reservations_survive_a_sigkill_of_the_writer);
+  tcase_add_test(tc, answered_reservations_survive_a_sigkill_with_disk_sync);
+  tcase_add_test(tc, killed_writers_never_block_the_others_nor_lose_answers);
+  tcase_add_test(tc, a_store_used_in_a_forked_child_answers_closed);
+  tcase_add_test(tc, stores_of_one_process_share_the_directory);
+  tcase_add_test(tc, group_commit_answers_every_writer);
+  tcase_add_test(tc, records_are_the_mongodb_documents);
+  tcase_add_test(tc, long_keys_are_kept_apart);
+  tcase_add_test(tc, bad_options_are_invalid);
+  tcase_add_test(tc, a_directory_with_other_files_is_refused);
+  tcase_add_test(tc, a_data_file_that_is_not_lmdb_is_refused);
+  tcase_add_test(tc, another_lmdb_database_is_refused);
+  tcase_add_test(tc, a_store_of_another_format_is_refused);
+  tcase_add_test(tc, a_type_of_another_format_answers_format_and_is_not_written);
+  tcase_add_test(tc, a_record_that_is_no_reservation_answers_format_and_stays);
+  tcase_add_test(tc, a_full_map_answers_nomem_naming_map_size_and_reads_go_on);
+  tcase_add_test(tc, expired_reservations_are_reclaimed_after_the_grace);
+  suite_add_tcase(s, tc);
+  return s;
+}
