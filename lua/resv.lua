@@ -148,7 +148,18 @@ local OPTIONS = {
   uri = true, database = true, sharding = true, threads = true,
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
   max_holds = true,
+  path = true, map_size = true, sync = true, per_process = true,
+  sweep_grace_ms = true,
 }
+
+local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
+
+-- The number of nginx workers when running inside OpenResty, else nil.
+local function ngx_workers()
+  local ngx = rawget(_G, "ngx")
+  local worker = ngx and ngx.worker
+  return worker and worker.count and worker.count() or nil
+end
 
 local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
 
@@ -209,6 +220,53 @@ local function fill_options(o, opts, keep)
                            '"majority" or an integer from 1 to ' .. MAX_INT32)
     if not n then return err end
     o.write_concern = n
+  end
+  -- The file store (SPEC section 6).
+  if values.path ~= nil then
+    local path
+    path, err = check_c_string("path", values.path)
+    if not path then return err end
+    if path == "" then return invalid("path", "empty") end
+    if values.uri ~= nil then
+      return "invalid: path and uri: give one of them, not both"
+    end
+    keep.path = path
+    o.path = path
+  end
+  if values.sync ~= nil then
+    local mode = SYNC[values.sync]
+    if mode == nil then
+      return invalid("sync", 'expected "process" or "disk", got '
+                     .. tostring(values.sync))
+    end
+    o.sync = mode
+  end
+  local per_process = values.per_process
+  if per_process ~= nil then
+    if type(per_process) ~= "boolean" then
+      return expected("per_process", "a boolean", per_process)
+    end
+    o.per_process = per_process and 1 or 0
+  end
+  if values.uri == nil and values.path == nil and not per_process then
+    local workers = ngx_workers()
+    if workers and workers > 1 then
+      return "invalid: the memory store keeps values unique per process, and "
+        .. "nginx runs " .. workers .. " workers: give path (the file store, "
+        .. "shared by every worker) or uri (MongoDB), or per_process = true"
+    end
+  end
+  -- int64_t fields, exact in a Lua number; resv_store_open checks the ranges.
+  local wide = { "map_size", "sweep_grace_ms" }
+  for i = 1, #wide do
+    local name = wide[i]
+    local v = values[name]
+    if v ~= nil then
+      local n
+      n, err = check_integer(name, v, -2 ^ 53, 2 ^ 53, "an integer")
+      if not n then return err end
+      o[name] = n
+    end
   end
   -- Each must fit its int32_t field; resv_store_open checks the ranges.
   local integers = { "threads", "queue", "timeout_ms", "max_string", "max_holds" }

@@ -24,10 +24,36 @@ function _M.read_file(path)
   return text
 end
 
+-- A path for a file store that nothing uses yet (the store makes the
+-- directory); _M.remove_dir deletes it.
+local dir_serial = 0
+function _M.fresh_dir()
+  dir_serial = dir_serial + 1
+  local tmp = os.getenv("TMPDIR")
+  if not tmp or tmp == "" then tmp = "/tmp" end
+  return string.format("%s/resv-spec-%d-%x-%d", tmp, os.time(),
+                       math.random(0, 0xffffff), dir_serial)
+end
+
+function _M.remove_dir(path)
+  os.remove(path .. "/data.mdb")
+  os.remove(path .. "/lock.mdb")
+  os.remove(path)
+end
+
 -- The stores every rule runs on: memory always, MongoDB when
--- RESV_TEST_URI names one (scripts/with-mongo sets it).
-function _M.backends()
+-- RESV_TEST_URI names one (scripts/with-mongo sets it), and with
+-- { file = true } the file store, sync "process" and "disk" (each its
+-- own directory, in backend.dir).
+function _M.backends(opts)
   local list = { { name = "memory", options = {} } }
+  if opts and opts.file then
+    for _, sync in ipairs({ "process", "disk" }) do
+      local dir = _M.fresh_dir()
+      list[#list + 1] = { name = "file (sync " .. sync .. ")", dir = dir,
+                          options = { path = dir, sync = sync } }
+    end
+  end
   local uri = os.getenv("RESV_TEST_URI")
   if uri and uri ~= "" then
     list[#list + 1] = { name = "mongodb", options = { uri = uri } }

@@ -1,5 +1,6 @@
 -- SPEC section 5, rule by rule, through the Lua API: on the memory store,
--- on MongoDB when RESV_TEST_URI is set, each both blocking and spawned.
+-- the file store (sync process and disk), and MongoDB when RESV_TEST_URI
+-- is set, each both blocking and spawned.
 local helpers = require "spec.helpers"
 
 local T0 = helpers.T0
@@ -12,7 +13,7 @@ local B = { id = "user-b" } -- tenant defaults to ""
 local OWNER_A = { tenant = "", id = "user-a" }
 local OWNER_B = { tenant = "", id = "user-b" }
 
-for _, backend in ipairs(helpers.backends()) do
+for _, backend in ipairs(helpers.backends({ file = true })) do
   for _, mode in ipairs(helpers.modes) do
     describe("rules on " .. backend.name .. " (" .. mode .. ")", function()
       local store, t
@@ -268,6 +269,15 @@ for _, backend in ipairs(helpers.backends()) do
         local r, err = go(function() return t:get(key()) end)
         assert.is_nil(r)
         assert.matches("^closed", err)
+      end)
+    end)
+  end
+  if backend.dir then
+    describe("the file store's directory", function()
+      teardown(function() helpers.remove_dir(backend.dir) end)
+      it("held the rules' types", function()
+        local f = assert(io.open(backend.dir .. "/data.mdb", "rb"))
+        f:close()
       end)
     end)
   end

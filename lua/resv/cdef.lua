@@ -88,6 +88,12 @@ typedef enum resv_sharding {
 /* resv_options_t.write_concern: w "majority". */
 typedef enum resv_write_concern { RESV_WRITE_MAJORITY = -1 } resv_write_concern_t;
 
+/* The file store's durability (SPEC section 6). */
+typedef enum resv_sync {
+  RESV_SYNC_PROCESS = 0, /* an answer survives the crash of any process */
+  RESV_SYNC_DISK = 1     /* an answer waits until its commit is on disk */
+} resv_sync_t;
+
 /* Options of resv_store_open. A zero field takes its default. */
 typedef struct resv_options {
   const char *uri;      /* NUL-terminated MongoDB URI; NULL or "": in memory */
@@ -106,6 +112,16 @@ typedef struct resv_options {
   int32_t max_holds;    /* most attempts holding one pending reservation;
                          * default 100; a new attempt past it is
                          * RESV_EINVALID (an attempt already there is not) */
+  /* The file store (SPEC section 6; not with uri): */
+  const char *path;     /* NUL-terminated directory; NULL or "": not a file store */
+  int64_t map_size;     /* largest size of its map in bytes; default 1 GiB */
+  int32_t sync;         /* resv_sync_t; default process */
+  /* The memory store: 1 when one store per process is meant (nginx with
+   * several workers); the Lua layer refuses it otherwise there. */
+  int32_t per_process;
+  /* How long an expired reservation stays before it is reclaimed, in
+   * ms; default 60000. */
+  int64_t sweep_grace_ms;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */
