@@ -5,8 +5,12 @@
  * with MongoDB's code, so a duplicate key is exactly MONGOC_ERROR_SERVER /
  * 11000 and nothing else. The mapping follows SPEC section 8:
  *   - server errors are RESV_ESERVER with the server's code and message,
- *     but for MaxTimeMSExpired (50) and a write concern's wtimeout
- *     (WriteConcernFailed, 64), which are RESV_ETIMEOUT with that code;
+ *     but for MaxTimeMSExpired (50), ExceededTimeLimit (262) and a write
+ *     concern's wtimeout (WriteConcernFailed, 64), which are RESV_ETIMEOUT,
+ *     and a primary stepping down or a node shutting down (10107, 189,
+ *     11602, 11600, 91, 13435, 13436, or any error labelled
+ *     RetryableWriteError), which is RESV_EUNAVAILABLE (RESV_ETIMEOUT once
+ *     the deadline passed), each keeping the server's code;
  *   - failing to select a server or losing the connection is
  *     RESV_EUNAVAILABLE, or RESV_ETIMEOUT when the call's deadline has
  *     passed (a socket timeout is how a late server shows itself);
@@ -21,6 +25,26 @@
 #define SERVER_DUPLICATE_KEY 11000
 #define SERVER_MAX_TIME_EXPIRED 50
 #define SERVER_WRITE_CONCERN_FAILED 64 /* wtimeout passed */
+#define SERVER_EXCEEDED_TIME_LIMIT 262
+
+/* A member stepping down, shutting down, or no longer primary (SPEC
+ * section 12): the caller can act on it (retry, elsewhere or later), so it
+ * is RESV_EUNAVAILABLE, not a server error, also when the driver's one
+ * retry met it again. */
+static bool is_unavailable_code(uint32_t code) {
+  switch (code) {
+  case 10107: /* NotWritablePrimary */
+  case 189:   /* PrimarySteppedDown */
+  case 11602: /* InterruptedDueToReplStateChange */
+  case 11600: /* InterruptedAtShutdown */
+  case 91:    /* ShutdownInProgress */
+  case 13435: /* NotPrimaryNoSecondaryOk */
+  case 13436: /* NotPrimaryOrSecondary */
+    return true;
+  default:
+    return false;
+  }
+}
 
 bool resv__mongo_is_duplicate(const bson_error_t *error) {
   return error->domain == MONGOC_ERROR_SERVER &&
@@ -66,6 +90,12 @@ void resv__mongo_scrub(const resv__mongo_t *m, char *s) {
 bool resv__mongo_fail(const resv__mongo_t *m, resv_error_t *err,
                       const bson_error_t *error, int64_t deadline,
                       const char *what) {
+  return resv__mongo_fail_reply(m, err, error, NULL, deadline, what);
+}
+
+bool resv__mongo_fail_reply(const resv__mongo_t *m, resv_error_t *err,
+                            const bson_error_t *error, const bson_t *reply,
+                            int64_t deadline, const char *what) {
   char text[sizeof error->message];
   bool late = deadline > 0 && resv__monotonic_ms() >= deadline;
 
@@ -80,11 +110,17 @@ bool resv__mongo_fail(const resv__mongo_t *m, resv_error_t *err,
      * write concern's wtimeout; a write concern error means the write
      * itself was applied): the deadline passed. */
     if (error->code == SERVER_MAX_TIME_EXPIRED ||
+        error->code == SERVER_EXCEEDED_TIME_LIMIT ||
         (error->domain == MONGOC_ERROR_WRITE_CONCERN &&
          error->code == SERVER_WRITE_CONCERN_FAILED))
       return resv__fail_server(err, RESV_ETIMEOUT, (int32_t)error->code,
                                "%s: %s (code %u)", what, text,
                                (unsigned)error->code);
+    if (is_unavailable_code(error->code) ||
+        (reply && mongoc_error_has_label(reply, "RetryableWriteError")))
+      return resv__fail_server(err, late ? RESV_ETIMEOUT : RESV_EUNAVAILABLE,
+                               (int32_t)error->code, "%s: %s (code %u)", what,
+                               text, (unsigned)error->code);
     return resv__fail_server(err, RESV_ESERVER, (int32_t)error->code,
                              "%s: %s (code %u)", what, text,
                              (unsigned)error->code);

@@ -48,6 +48,12 @@ bool resv__mongo_fail(const resv__mongo_t *m, resv_error_t *err,
                       const bson_error_t *error, int64_t deadline,
                       const char *what);
 
+/* The same, with the failed command's reply (NULL: none) whose
+ * errorLabels may say RetryableWriteError (RESV_EUNAVAILABLE). */
+bool resv__mongo_fail_reply(const resv__mongo_t *m, resv_error_t *err,
+                            const bson_error_t *error, const bson_t *reply,
+                            int64_t deadline, const char *what);
+
 /* Replaces every occurrence of the URI's password in s (NUL-terminated,
  * edited in place) with "***". */
 void resv__mongo_scrub(const resv__mongo_t *m, char *s);

@@ -474,11 +474,12 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
       bson_destroy(&reply);
       break;
     }
-    bson_destroy(&reply);
     if (!resv__mongo_is_duplicate(&error)) {
-      ok = resv__mongo_fail(m, err, &error, deadline, what);
+      ok = resv__mongo_fail_reply(m, err, &error, &reply, deadline, what);
+      bson_destroy(&reply);
       break;
     }
+    bson_destroy(&reply);
     /* Someone else's document stood in the way. Whose? */
     if (!read_key(m, coll, &r->key, true, deadline, &raw, &held, &found,
                   err)) {
@@ -592,6 +593,8 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                                     &error);
   if (ok)
     matched = reply_count(&reply, "matchedCount");
+  else
+    resv__mongo_fail_reply(m, err, &error, &reply, deadline, "abandon");
   bson_destroy(&reply);
   if (ok) {
     /* The second write gets what is left. */
@@ -605,10 +608,12 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
     ok = mongoc_collection_delete_one(coll, &gone, &opts, &reply, &error);
     if (ok)
       deleted = reply_count(&reply, "deletedCount");
+    else
+      resv__mongo_fail_reply(m, err, &error, &reply, deadline, "abandon");
     bson_destroy(&reply);
   }
   if (!ok)
-    ok = resv__mongo_fail(m, err, &error, deadline, "abandon");
+    ; /* err filled above */
   else if (!matched)
     ok = absent_or_format(m, coll, &r->key, deadline, answer, err);
   else
@@ -644,7 +649,7 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__bw_finish(&w, &filter);
   ok = mongoc_collection_delete_one(coll, &filter, &opts, &reply, &error);
   if (!ok)
-    ok = resv__mongo_fail(m, err, &error, deadline, "release");
+    resv__mongo_fail_reply(m, err, &error, &reply, deadline, "release");
   else if (!reply_count(&reply, "deletedCount"))
     ok = absent_or_format(m, coll, &r->key, deadline, answer, err);
   else

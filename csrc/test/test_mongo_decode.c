@@ -353,6 +353,37 @@ START_TEST(test_errors_map_to_spec_codes) {
   ck_assert(!resv__mongo_fail(&m, &err, &e, past, "get"));
   ck_assert_int_eq(err.code, RESV_ETIMEOUT);
 
+  /* SPEC section 12: a primary stepping down or a node shutting down is
+   * unavailable (timeout once the deadline passed), a server out of time
+   * a timeout; the server's code stays. */
+  static const uint32_t unavailable[] = {10107, 189, 11602, 11600, 91, 13435, 13436};
+  for (size_t i = 0; i < sizeof unavailable / sizeof unavailable[0]; i++) {
+    e = make_error(MONGOC_ERROR_SERVER, unavailable[i], "not primary");
+    ck_assert(!resv__mongo_fail(&m, &err, &e, future, "reserve"));
+    ck_assert_msg(err.code == RESV_EUNAVAILABLE, "%u: %s", unavailable[i],
+                  resv_code_name(err.code));
+    ck_assert_int_eq(err.server_code, (int32_t)unavailable[i]);
+    ck_assert(!resv__mongo_fail(&m, &err, &e, past, "reserve"));
+    ck_assert_int_eq(err.code, RESV_ETIMEOUT);
+    e = make_error(MONGOC_ERROR_WRITE_CONCERN, unavailable[i], "shutting down");
+    ck_assert(!resv__mongo_fail(&m, &err, &e, future, "reserve"));
+    ck_assert_int_eq(err.code, RESV_EUNAVAILABLE);
+  }
+  e = make_error(MONGOC_ERROR_SERVER, 262, "exceeded time limit");
+  ck_assert(!resv__mongo_fail(&m, &err, &e, future, "reserve"));
+  ck_assert_int_eq(err.code, RESV_ETIMEOUT);
+  ck_assert_int_eq(err.server_code, 262);
+  /* Any error the server labels RetryableWriteError. */
+  bson_t *reply = BCON_NEW("ok", BCON_INT32(0), "code", BCON_INT32(9001),
+                           "errorLabels", "[", "RetryableWriteError", "]");
+  e = make_error(MONGOC_ERROR_SERVER, 9001, "socket exception");
+  ck_assert(!resv__mongo_fail(&m, &err, &e, future, "reserve"));
+  ck_assert_int_eq(err.code, RESV_ESERVER);
+  ck_assert(!resv__mongo_fail_reply(&m, &err, &e, reply, future, "reserve"));
+  ck_assert_int_eq(err.code, RESV_EUNAVAILABLE);
+  ck_assert_int_eq(err.server_code, 9001);
+  bson_destroy(reply);
+
   /* SPEC section 12: a write concern timeout is a timeout. */
   e = make_error(MONGOC_ERROR_WRITE_CONCERN, 64, "waiting for replication timed out");
   ck_assert(!resv__mongo_fail(&m, &err, &e, future, "confirm"));
