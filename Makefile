@@ -214,7 +214,8 @@ bench: $(BENCH_BIN) $(O)/libresv.so
 # ---- demo -------------------------------------------------------------
 
 # The OpenResty sign-up gateway (examples/openresty) in a private nginx on
-# loopback, and a race of sign-ups against it: on the embedded memory store,
+# loopback, and a race of sign-ups against it: on the file store with four
+# workers (a fresh directory under the build folder),
 # or on MongoDB with `make demo MONGODB_URI=mongodb://...`.
 demo: deps all
 	RESV_BUILD=$(O) $(PYTHON) examples/openresty/demo.py --uri '$(MONGODB_URI)'

@@ -1,6 +1,7 @@
 """Starts and stops the sign-up gateway in a private nginx.
 
     with Gateway(uri=None, workers=1) as gw:      # uri None: memory store
+    with Gateway(path=DIR, workers=4) as gw:      # the file store in DIR
         status, body = gw.post('/signup', {'email': ..., 'username': ...})
 
 Renders nginx.conf.in into a fresh prefix (a temporary folder), on two
@@ -44,8 +45,9 @@ def _die_with_parent():
 class Gateway:
     def __init__(self, uri=None, workers=1, store_threads=8, timeout_ms=5000,
                  wait='', wait_threads=32, build=None, extra_locations='',
-                 extra_lua_path='', log_level='warn'):
+                 extra_lua_path='', log_level='warn', path=None):
         self.uri = uri or ''
+        self.path = path or ''
         self.workers = workers
         self.store_threads = store_threads
         self.timeout_ms = timeout_ms
@@ -79,6 +81,7 @@ class Gateway:
             'lua_path': lua_path,
             'lua_cpath': os.path.join(build, '?.so') + ';;',
             'store_uri': self.uri.replace('\\', '\\\\').replace('"', '\\"'),
+            'store_path': self.path.replace('\\', '\\\\').replace('"', '\\"'),
             'store_threads': self.store_threads,
             'store_timeout_ms': self.timeout_ms,
             'wait': self.wait,
@@ -98,6 +101,10 @@ class Gateway:
         os.chmod(self.prefix, 0o755)
         for sub in ('conf', 'logs', 'tmp'):
             os.makedirs(os.path.join(self.prefix, sub))
+        if self.path:
+            # The workers (nobody, when we are root) make and lock its files.
+            os.makedirs(self.path, exist_ok=True)
+            os.chmod(self.path, 0o777)
         self.port, self.upstream_port = free_port(), free_port()
         conf = os.path.join(self.prefix, 'conf', 'nginx.conf')
         with open(conf, 'w') as f:

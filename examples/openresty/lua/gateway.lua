@@ -58,6 +58,9 @@ function _M.init_worker(opts)
   if store_opts.uri == "" then
     store_opts.uri = nil -- the in-memory store
   end
+  if store_opts.path == "" then
+    store_opts.path = nil -- not the file store
+  end
   local err
   store, err = resv.open(store_opts)
   if not store then

@@ -84,7 +84,7 @@ def needs_mongo(test):
 
 
 class MemoryStore(unittest.TestCase):
-    """One worker on the embedded store: the demo's set-up."""
+    """One worker on the embedded memory store (demo.py --memory)."""
 
     def test_one_of_concurrent_signups_for_one_email_wins(self):
         email = fresh('ann') + '@example.com'
@@ -103,6 +103,41 @@ class MemoryStore(unittest.TestCase):
             self.assertEqual(201, gw.post('/signup', {'email': fresh('f') + '@b.c',
                                                       'username': fresh('f')},
                                           form=True)[0])
+
+
+class FileStore(unittest.TestCase):
+    """Four workers on one file store (SPEC section 6): the make demo set-up."""
+
+    def setUp(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix='resv-gateway-store-')
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_four_workers_give_exactly_one_winner(self):
+        email = fresh('fay') + '@example.com'
+        with Gateway(path=self.dir, workers=4) as gw:
+            self.assertEqual(4, len(gw.worker_pids()))
+            answers = race(gw, [(email, fresh('u%d' % i)) for i in range(40)])
+        self.assertEqual([201] + [409] * 39, statuses(answers), answers)
+
+    def test_a_signup_stays_taken_after_a_restart(self):
+        email, name = fresh('gus') + '@example.com', fresh('gus')
+        with Gateway(path=self.dir, workers=2) as gw:
+            self.assertEqual(201, gw.signup(email, name)[0])
+        with Gateway(path=self.dir, workers=2) as gw:
+            status, body = gw.signup(email, fresh('other'))
+        self.assertEqual((409, 'email', 'confirmed'),
+                         (status, body['field'], body['state']), body)
+
+    def test_the_memory_store_with_several_workers_does_not_open(self):
+        with Gateway(workers=2) as gw:
+            status, body = gw.signup(fresh('h') + '@example.com', fresh('h'))
+            log = gw.log()
+        self.assertEqual(503, status, body)
+        self.assertIn('per_process', log)
 
 
 @needs_mongo
