@@ -115,11 +115,11 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
 
 /* Reads the one document of coll matching filter from the primary into
  * out (initialised either way: the caller destroys it), with the
- * maxTimeMS left before deadline; *found says whether there was one. One
- * round trip. */
+ * maxTimeMS left before deadline, and read concern local when asked
+ * (else the URI's); *found says whether there was one. One round trip. */
 bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
-                          const bson_t *filter, int64_t deadline, bson_t *out,
-                          bool *found, bson_error_t *error);
+                          const bson_t *filter, bool local, int64_t deadline,
+                          bson_t *out, bool *found, bson_error_t *error);
 
 /* The maxTimeMS of a command sent now for a call due at deadline
  * (resv__monotonic_ms clock): what is left; 0 for no limit

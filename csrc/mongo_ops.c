@@ -324,8 +324,8 @@ static void confirm_pipeline(resv__bw_t *w, const resv_request_t *r,
 }
 
 bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
-                          const bson_t *filter, int64_t deadline, bson_t *out,
-                          bool *found, bson_error_t *error) {
+                          const bson_t *filter, bool local, int64_t deadline,
+                          bson_t *out, bool *found, bson_error_t *error) {
   resv__bw_t w;
   bson_t opts;
   mongoc_cursor_t *cursor;
@@ -338,6 +338,11 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__bw_bool(&w, K("singleBatch"), true);
   /* No time left: the smallest limit, so the server answers 50 at once. */
   resv__bw_int64(&w, K("maxTimeMS"), ms == 0 ? 0 : ms < 0 ? 1 : ms);
+  if (local) {
+    size_t rc = resv__bw_doc(&w, K("readConcern"));
+    resv__bw_utf8(&w, K("level"), K("local"));
+    resv__bw_end(&w, rc);
+  }
   resv__bw_finish(&w, &opts);
   cursor = mongoc_collection_find_with_opts(coll, filter, &opts, m->primary);
 
@@ -352,15 +357,30 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
   return ok;
 }
 
-/* Reads the reservation of the request's key into *doc; *found false when
- * there is none. By _id alone, so that whatever occupies the _id is seen
- * (a document whose tenant_id or key disagree with its _id included) and
- * a document that is not a reservation of this layout answers RESV_EFORMAT
- * instead of being retried against or reported absent; or by F(key), which
- * a mongos sends to the key's one shard. */
-static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
-                     const resv_key_t *k, bool by_id_only, int64_t deadline,
-                     bson_t *raw, resv__mongo_doc_t *doc, bool *found,
+/* How read_key reads. */
+typedef enum read_mode {
+  /* get: by _id (SPEC section 5), so that whatever occupies the _id is
+   * seen, a document whose tenant_id or key disagree with its _id
+   * included, and one that is not a reservation answers RESV_EFORMAT
+   * instead of absent; on a mongos by F(key), which goes to the key's one
+   * shard. The URI's read concern applies. */
+  READ_GET,
+  /* After an abandon or release that matched nothing: as READ_GET, but
+   * with read concern local from the primary whatever the URI says. */
+  READ_NO_MATCH,
+  /* After a duplicate key (SPEC section 12): read concern local from the
+   * primary whatever the URI says (majority could miss the in-flight
+   * holder, and the retry loop would spin on it), by _id; on a mongos by
+   * the whole shard key, so the read goes to the one shard whose _id
+   * index refused the write, and by _id alone only when that finds
+   * nothing (what refused it may be a document whose tenant_id or key
+   * disagree with its _id, which must answer RESV_EFORMAT). */
+  READ_DUPLICATE
+} read_mode_t;
+
+static bool find_key(const resv__mongo_t *m, mongoc_collection_t *coll,
+                     const resv_key_t *k, bool by_id_only, bool local,
+                     int64_t deadline, bson_t *raw, bool *found,
                      resv_error_t *err) {
   resv__bw_t w;
   bson_t filter;
@@ -373,10 +393,29 @@ static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
   else
     put_f_key(&w, k);
   resv__bw_finish(&w, &filter);
-  ok = resv__mongo_find_one(m, coll, &filter, deadline, raw, found, &error);
+  ok = resv__mongo_find_one(m, coll, &filter, local, deadline, raw, found,
+                            &error);
   resv__bw_free(&w);
-  if (!ok)
-    return resv__mongo_fail(m, err, &error, deadline, "read reservation");
+  return ok ||
+         resv__mongo_fail(m, err, &error, deadline, "read reservation");
+}
+
+/* Reads the reservation of the request's key into *doc (see read_mode_t);
+ * *found false when there is none. A document that is not a reservation
+ * of this layout fails with RESV_EFORMAT. raw is initialised either way. */
+static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
+                     const resv_key_t *k, read_mode_t mode, int64_t deadline,
+                     bson_t *raw, resv__mongo_doc_t *doc, bool *found,
+                     resv_error_t *err) {
+  bool local = mode != READ_GET;
+
+  if (!find_key(m, coll, k, !m->is_mongos, local, deadline, raw, found, err))
+    return false;
+  if (!*found && m->is_mongos && mode == READ_DUPLICATE) {
+    bson_destroy(raw);
+    if (!find_key(m, coll, k, true, local, deadline, raw, found, err))
+      return false;
+  }
   return !*found || resv__mongo_decode(raw, doc, err);
 }
 
@@ -481,7 +520,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     }
     bson_destroy(&reply);
     /* Someone else's document stood in the way. Whose? */
-    if (!read_key(m, coll, &r->key, true, deadline, &raw, &held, &found,
+    if (!read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held, &found,
                   err)) {
       bson_destroy(&raw);
       break;
@@ -539,7 +578,7 @@ static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
   bson_t raw;
   bool ok, found;
 
-  ok = read_key(m, coll, k, !m->is_mongos, deadline, &raw, &d, &found, err);
+  ok = read_key(m, coll, k, READ_NO_MATCH, deadline, &raw, &d, &found, err);
   if (ok && found)
     resv__mongo_doc_free(&d);
   bson_destroy(&raw);
@@ -667,8 +706,7 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
   bson_t raw;
   bool ok, found;
 
-  ok = read_key(m, coll, &r->key, !m->is_mongos, deadline, &raw, &d, &found,
-                err);
+  ok = read_key(m, coll, &r->key, READ_GET, deadline, &raw, &d, &found, err);
   if (ok && !found) {
     ok = resv__answer_status(answer, RESV_ABSENT, err);
   } else if (ok) {

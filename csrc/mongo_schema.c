@@ -81,7 +81,8 @@ static bool read_format(const resv__mongo_t *m, mongoc_collection_t *coll,
   bool ok;
 
   BSON_APPEND_UTF8(&filter, "_id", "format");
-  ok = resv__mongo_find_one(m, coll, &filter, deadline, &record, found, &error);
+  ok = resv__mongo_find_one(m, coll, &filter, false, deadline, &record, found,
+                            &error);
   bson_destroy(&filter);
   if (!ok)
     ok = resv__mongo_fail(m, err, &error, deadline, "read format record");
@@ -119,7 +120,8 @@ static bool read_sharding(const resv__mongo_t *m, mongoc_client_t *client,
   bool found, ok;
 
   BSON_APPEND_UTF8(&filter, "_id", ns);
-  ok = resv__mongo_find_one(m, config, &filter, deadline, &entry, &found, error);
+  ok = resv__mongo_find_one(m, config, &filter, false, deadline, &entry, &found,
+                            error);
   *sharded = *ours = false;
   if (ok && found) {
     bool dropped = bson_iter_init_find(&it, &entry, "dropped") &&

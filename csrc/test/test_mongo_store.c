@@ -8,6 +8,7 @@
  * mongos: RESV_TEST_URI when it is one, else an emulator started here with
  * --mongos. Setting-up and refusal tests look at the collection with a
  * plain mongoc client, not through the store. */
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -704,6 +705,89 @@ START_TEST(test_a_single_host_uri_discovers_the_set) {
 }
 END_TEST
 
+/* The find commands a backend's pool sends, as canonical extended JSON. */
+typedef struct seen_finds {
+  pthread_mutex_t mutex;
+  int n;
+  char json[4][2048];
+} seen_finds_t;
+
+static void on_command_started(const mongoc_apm_command_started_t *event) {
+  seen_finds_t *seen = mongoc_apm_command_started_get_context(event);
+  if (strcmp(mongoc_apm_command_started_get_command_name(event), "find") != 0)
+    return;
+  char *json = bson_as_canonical_extended_json(
+      mongoc_apm_command_started_get_command(event), NULL);
+  pthread_mutex_lock(&seen->mutex);
+  if (seen->n < 4)
+    snprintf(seen->json[seen->n], sizeof seen->json[0], "%s", json);
+  seen->n++;
+  pthread_mutex_unlock(&seen->mutex);
+  bson_free(json);
+}
+
+/* SPEC section 12: the read after a duplicate key uses read concern local
+ * from the primary whatever the URI says, and on a mongos names the whole
+ * shard key. The backend is opened on a URI asking readConcernLevel=
+ * majority and its find commands are watched with command monitoring. */
+START_TEST(test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key) {
+  const char *uri = test_mongo_uri();
+  char majority[512], database[RESV__MAX_NAMESPACE] = "";
+  seen_finds_t seen = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+  resv_store_t *s = test_open(uri);
+  resv_type_t *t = test_fresh_type(s, "dupread");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  const resv__backend_ops_t *ops;
+
+  test_reserve(t, "k", "ann", "a", 600000, &a); /* ann holds k */
+  uri_with(uri, "readConcernLevel=majority", majority, sizeof majority);
+  resv_options_t o = {.uri = majority, .threads = 1, .timeout_ms = 5000};
+  resv__mongo_t *m = resv__mongo_open(&o, database, sizeof database, &ops, &err);
+  ck_assert_msg(m, "%s", err.message);
+  mongoc_apm_callbacks_t *callbacks = mongoc_apm_callbacks_new();
+  mongoc_apm_set_command_started_cb(callbacks, on_command_started);
+  ck_assert(mongoc_client_pool_set_apm_callbacks(m->pool, callbacks, &seen));
+  mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+  mongoc_collection_t *coll =
+      mongoc_client_get_collection(client, m->database, resv_type_collection(t));
+
+  /* bob's reserve meets ann's document on the _id index: the conflict
+   * path reads it. */
+  resv_request_t bob = {.op = RESV_OP_RESERVE, .key = test_key("email", "k"),
+                        .owner = test_owner("", "bob"), .attempt = resv_cstr("b"),
+                        .ttl_ms = 60000};
+  ck_assert_msg(resv__mongo_run(m, coll, &bob, resv_store_now(s),
+                                resv__monotonic_ms() + 5000, &a, &err),
+                "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  ck_assert_int_eq(seen.n, 1);
+  ck_assert_msg(strstr(seen.json[0], "\"readConcern\" : { \"level\" : \"local\" }"),
+                "%s", seen.json[0]);
+  const char *filter =
+      m->is_mongos ? "\"filter\" : { \"_id\" : { \"t\" : \"\", \"n\" : \"email\", "
+                     "\"k\" : \"k\" }, \"tenant_id\" : \"\", \"key\" : \"k\" }"
+                   : "\"filter\" : { \"_id\" : { \"t\" : \"\", \"n\" : \"email\", "
+                     "\"k\" : \"k\" } }";
+  ck_assert_msg(strstr(seen.json[0], filter), "%s", seen.json[0]);
+
+  /* A get keeps the URI's read concern: the URI's option did arrive. */
+  resv_request_t get = {.op = RESV_OP_GET, .key = test_key("email", "k")};
+  ck_assert(resv__mongo_run(m, coll, &get, resv_store_now(s),
+                            resv__monotonic_ms() + 5000, &a, &err));
+  ck_assert_int_eq(seen.n, 2);
+  ck_assert_msg(strstr(seen.json[1], "\"readConcern\" : { \"level\" : \"majority\" }"),
+                "%s", seen.json[1]);
+
+  resv_answer_clear(&a);
+  mongoc_collection_destroy(coll);
+  mongoc_client_pool_push(m->pool, client);
+  ops->destroy(m);
+  mongoc_apm_callbacks_destroy(callbacks);
+  resv_store_close(s);
+}
+END_TEST
+
 /* The database: the option, else the URI's, else "resv". */
 static void expect_database(const char *uri, const char *option, const char *want) {
   resv_options_t o = {.uri = uri, .database = option, .threads = 1};
@@ -926,6 +1010,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_describe_names_the_host_and_topology);
   tcase_add_test(tc, test_writes_are_majority_unless_write_concern_says_otherwise);
   tcase_add_test(tc, test_a_single_host_uri_discovers_the_set);
+  tcase_add_test(tc, test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key);
   tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
   tcase_add_test(tc, test_password_never_shows);
   tcase_set_timeout(tc, 60);
