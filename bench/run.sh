@@ -57,6 +57,9 @@ run env BENCH_OUT="$out" scripts/with-mongo "$out/overlap" 50 20 1 2 4 8 16
 # 6. The sign-up gateway under wrk, memory and MongoDB; plot.
 run env BENCH_OUT="$out" O="$O" scripts/with-mongo /usr/bin/python3 bench/gateway.py 4 16
 
+# 7. Issue 11's costs that grew without bound (decode, types, holds, close).
+run scripts/with-mongo "$out/costs"
+
 if command -v gnuplot >/dev/null; then
   gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
 fi
