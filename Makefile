@@ -5,7 +5,7 @@
 #   make test       install what is missing, build, run every test
 #   make asan/tsan  the C tests under AddressSanitizer+UBSan / ThreadSanitizer
 #   make valgrind   the C tests under valgrind's leak checker
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #
 # O names the build folder, so several builds (and several people) can
 # share one work tree: make O=build-asan.
@@ -16,6 +16,7 @@ CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 LUAJIT  ?= luajit
 VERSION := 0.1.0
+SOVERSION := 0
 
 PKGS      := libmongoc-1.0 libbson-1.0
 DEPS_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -46,7 +47,7 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
 DEB_PACKAGES += liblmdb-dev lmdb-utils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install \
+.PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install test-install \
         asan tsan valgrind bench fuzz test-fuzz stress \
         install uninstall clean
 
@@ -72,8 +73,8 @@ $(O)/obj/test/%.o: csrc/test/%.c $(HEADERS)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS_ALL) -Icsrc $(shell pkg-config --cflags check) -c $< -o $@
 
-$(O)/libresv.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libresv.so $(LDFLAGS_ALL) -o $@ $^ $(LIBS_ALL)
+$(O)/libresv.so: $(LIB_OBJ) Makefile
+	$(CC) -shared -Wl,-soname,libresv.so.$(SOVERSION) $(LDFLAGS_ALL) -o $@ $(LIB_OBJ) $(LIBS_ALL)
 
 $(O)/libresv.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -85,7 +86,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-fuzz asan
+	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-install test-fuzz asan
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -181,12 +182,15 @@ lua-cdef:
 	$(LUAJIT) spec/gen_cdef.lua
 
 # LuaRocks' install step (resv-0.1.0-1.rockspec): the Lua files into
-# LUA_SHAREDIR, libresv.so into LUA_LIBDIR (on package.cpath).
+# LUA_SHAREDIR, libresv.so into LUA_LIBDIR, and resv/libpath.lua naming
+# where it went (resv.ffi loads it from there). LuaRocks passes a folder of
+# the rock's own for LUA_LIBDIR, so its manifest lists no "libresv" module.
 LUA_SHAREDIR ?= $(PREFIX)/share/lua/5.1
-LUA_LIBDIR   ?= $(PREFIX)/lib/lua/5.1
+LUA_LIBDIR   ?= $(LIBDIR)/lua/5.1
 lua-install: lua-files $(O)/libresv.so
 	install -d $(DESTDIR)$(LUA_LIBDIR)
 	install -m 755 $(O)/libresv.so $(DESTDIR)$(LUA_LIBDIR)/libresv.so
+	printf 'return "%s"\n' '$(LUA_LIBDIR)/libresv.so' > $(DESTDIR)$(LUA_SHAREDIR)/resv/libpath.lua
 
 lua-files:
 	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv
@@ -222,21 +226,42 @@ demo: deps all
 
 # ---- install ----------------------------------------------------------
 
-# The header, the libraries and resv.pc, and the Lua files (which then
-# find libresv.so through the system's loader: ffi.load("resv")).
+# The header, libresv.so.$(VERSION) with its soname link libresv.so.0 and
+# the link libresv.so, libresv.a, resv.pc, the Lua files, and the Lua C
+# module: a link to the library in LUA_LIBDIR ($(LIBDIR)/lua/5.1, where
+# Debian's LuaJIT looks for /usr/local and for the multiarch
+# LIBDIR=/usr/lib/x86_64-linux-gnu).
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PCDIR      ?= $(LIBDIR)/pkgconfig
+SONAME     := libresv.so.$(SOVERSION)
 install: all lua-files
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 csrc/resv.h $(DESTDIR)$(PREFIX)/include/resv.h
-	install -m 755 $(O)/libresv.so $(DESTDIR)$(PREFIX)/lib/libresv.so
-	install -m 644 $(O)/libresv.a $(DESTDIR)$(PREFIX)/lib/libresv.a
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' resv.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/resv.pc
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) $(DESTDIR)$(LUA_LIBDIR)
+	install -m 644 csrc/resv.h $(DESTDIR)$(INCLUDEDIR)/resv.h
+	install -m 755 $(O)/libresv.so $(DESTDIR)$(LIBDIR)/libresv.so.$(VERSION)
+	ln -sf libresv.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libresv.so
+	install -m 644 $(O)/libresv.a $(DESTDIR)$(LIBDIR)/libresv.a
+	ln -sf $$(realpath -m --relative-to=$(LUA_LIBDIR) $(LIBDIR))/$(SONAME) \
+	  $(DESTDIR)$(LUA_LIBDIR)/libresv.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' resv.pc.in \
+	  > $(DESTDIR)$(PCDIR)/resv.pc
 
+# Everything install and lua-install write (same variables as they had).
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/resv.h $(DESTDIR)$(PREFIX)/lib/libresv.so \
-	  $(DESTDIR)$(PREFIX)/lib/libresv.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/resv.pc \
-	  $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
+	rm -f $(DESTDIR)$(INCLUDEDIR)/resv.h $(DESTDIR)$(LIBDIR)/libresv.so \
+	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libresv.so.$(VERSION) \
+	  $(DESTDIR)$(LIBDIR)/libresv.a $(DESTDIR)$(PCDIR)/resv.pc \
+	  $(DESTDIR)$(LUA_LIBDIR)/libresv.so $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
 	rm -rf $(DESTDIR)$(LUA_SHAREDIR)/resv
+
+# A packager's round: make install into a fresh DESTDIR (multiarch LIBDIR),
+# the C quick start built with pkg-config from there, require "resv" from
+# the installed files only, lua-install likewise, then make uninstall
+# leaves no file.
+test-install: all
+	scripts/test-install
 
 clean:
 	rm -rf build build-*

@@ -1,13 +1,18 @@
 -- LuaRocks package of resv: the LuaJIT module and the C library it binds.
+--   luarocks --lua-version=5.1 make resv-0.1.0-1.rockspec
 -- The C core builds with the project's Makefile, which finds mongo-c-driver
 -- through pkg-config (Debian: libmongoc-dev libbson-dev pkg-config) and
--- links LMDB (Debian: liblmdb-dev).
+-- links LMDB (Debian: liblmdb-dev); external_dependencies makes a missing
+-- one a LuaRocks error before the build. The library goes into a folder of
+-- the rock's own (clib/), never into the tree's lib/: it is not a Lua
+-- module, and resv/libpath.lua tells resv.ffi where it is.
 rockspec_format = "3.0"
 package = "resv"
 version = "0.1.0-1"
 
+-- Each release is the git tag v<version> (v0.1.0 here); rockspec
+-- revisions (-2, -3) build the same tag.
 source = {
-  -- The repository's public address goes here once it has one.
   url = "git+https://github.com/resv/resv.git",
   tag = "v0.1.0",
 }
@@ -26,8 +31,15 @@ the same answers needs no server. Requires LuaJIT (the module uses its FFI).
   labels = { "mongodb", "openresty", "ffi", "luajit" },
 }
 
+-- The module uses LuaJIT's FFI: plain Lua 5.1 cannot load it.
 dependencies = {
-  "lua >= 5.1, < 5.2",
+  "luajit >= 2.0",
+}
+
+external_dependencies = {
+  MONGOC = { library = "mongoc-1.0" },
+  BSON = { library = "bson-1.0" },
+  LMDB = { header = "lmdb.h", library = "lmdb" },
 }
 
 build = {
@@ -40,7 +52,7 @@ build = {
   install_variables = {
     PREFIX = "$(PREFIX)",
     LUA_SHAREDIR = "$(LUADIR)",
-    LUA_LIBDIR = "$(LIBDIR)",
+    LUA_LIBDIR = "$(PREFIX)/clib",
   },
 }
 

@@ -6,33 +6,58 @@
 -- finds the types already there and skips ffi.cdef, which would otherwise
 -- fail on the redefinition.
 --
--- The library is looked up on package.cpath as "libresv" (LuaRocks installs
--- it next to the other C modules, tests run with LUA_CPATH="build/?.so;;"),
--- then by the system's loader as "resv" (an install under /usr/local/lib).
+-- The library is looked up on package.cpath as "libresv" (make install
+-- links it into Lua's C module folder, tests run with
+-- LUA_CPATH="build/?.so;;"), then where resv.libpath says (a file that
+-- make lua-install, LuaRocks' install step, writes with the library's
+-- path), then by the system's loader as libresv.so (make install's link
+-- for development) or its soname libresv.so.0 (all a runtime package has).
 local ffi = require "ffi"
 
 local pcall = pcall
+local io = io
+local require = require
+local tostring = tostring
+local type = type
 local package = package
 
 if not pcall(ffi.typeof, "resv_request_t") then
   ffi.cdef(require "resv.cdef")
 end
 
+local function load_from(path)
+  local ok, lib = pcall(ffi.load, path)
+  if ok then
+    return lib
+  end
+  error("resv: cannot load " .. path .. ": " .. tostring(lib), 4)
+end
+
 local function load_library()
   local path = package.searchpath("libresv", package.cpath)
-  if path then
-    local ok, lib = pcall(ffi.load, path)
-    if ok then
-      return lib
+  if path == nil then
+    local found, recorded = pcall(require, "resv.libpath")
+    local file = found and type(recorded) == "string" and io.open(recorded)
+    if file then
+      file:close()
+      path = recorded
     end
-    error("resv: cannot load " .. path .. ": " .. tostring(lib), 3)
+  end
+  if path then
+    local lib = load_from(path)
+    return lib
   end
   local ok, lib = pcall(ffi.load, "resv")
   if ok then
     return lib
   end
+  local ok0, lib0 = pcall(ffi.load, "libresv.so.0")
+  if ok0 then
+    return lib0
+  end
   error("resv: libresv not found on package.cpath (" .. package.cpath
-        .. ") nor by the system loader: " .. tostring(lib), 3)
+        .. "), in resv.libpath, nor by the system loader: " .. tostring(lib)
+        .. "; " .. tostring(lib0), 3)
 end
 
 return load_library()
