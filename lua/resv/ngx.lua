@@ -14,7 +14,20 @@
 -- The mechanisms (examples/openresty/README.md has the measurements that
 -- chose the default):
 --
---   "thread"   the default. The request's coroutine hands the wait to
+--   "inbox"    the default. The worker's calls finish into one inbox of
+--              its own; one waiting request at a time (the leader) hands
+--              a wait on the inbox's descriptor to a thread of nginx's pool
+--              (ngx.run_worker_thread on resv_inbox_wait), and when any
+--              call finishes it drains the inbox and wakes each finished
+--              call's request through its ngx.semaphore, then goes on
+--              leading or hands the lead to another waiter. So a ready
+--              answer resumes its request at once however many calls are
+--              slow, and a worker holds one pool thread however many calls
+--              wait. A leader whose request is gone (a client abort kills
+--              it mid-wait) is replaced once its lease runs out. Outside
+--              rewrite, access and content (timers), and without the
+--              thread pool, it waits as "watcher".
+--   "thread"   The request's coroutine hands the wait to
 --              ngx.run_worker_thread (lua-nginx-module 0.10.21+, nginx
 --              built --with-threads, a `thread_pool resv threads=N;` in
 --              the main configuration): a thread of nginx's pool blocks in
@@ -35,6 +48,12 @@
 --              missing (a test's fake ngx).
 --   "block"    resv_job_wait on the worker's own thread: blocks every
 --              request of the worker. A baseline for benchmarks only.
+--
+-- While any call waits by "inbox" or "thread", a keeper timer sleeps in
+-- steps of KEEP seconds: nginx lets an old worker exit at a reload or a
+-- graceful quit once no timer is left, and a request parked in
+-- ngx.run_worker_thread holds none, so without the keeper its call would be
+-- dropped unanswered (the watcher and backoff hold timers of their own).
 --
 -- A job a pool thread waits on holds a C reference of that thread's
 -- (resv_job_ref before the thread starts, resv_job_unref when it returns),
@@ -65,7 +84,18 @@ local resv_job_deadline = C.resv_job_deadline
 local resv_job_ref = C.resv_job_ref
 local resv_job_unref = C.resv_job_unref
 local resv_clock_ms = C.resv_clock_ms
-local job_address = require("resv.base").job_address
+local resv_inbox_new = C.resv_inbox_new
+local resv_inbox_destroy = C.resv_inbox_destroy
+local resv_inbox_drain = C.resv_inbox_drain
+local resv_inbox_wait = C.resv_inbox_wait
+local resv_process_generation = C.resv_process_generation
+local base = require "resv.base"
+local job_address = base.job_address
+local error_string = base.error_string
+local err_buf = base.err_buf
+local next = next
+local ffi_gc = ffi.gc
+local ffi_new = ffi.new
 
 local ngx = rawget(_G, "ngx")
 
@@ -90,12 +120,20 @@ local TICK = 0.001       -- seconds, the watcher's period
 local SAFETY = 1         -- seconds a woken-up waiter sleeps at most
 local THREAD_POOL = "resv"
 local THREAD_SLICE_MS = 1000 -- longest wait in a pool thread; then again
+-- The inbox's leader waits in slices, so a leader whose request is gone
+-- is replaced within a lease: a slice and the time a loaded worker takes
+-- to resume a coroutine.
+local INBOX_SLICE_MS = 250
+local LEASE_MS = INBOX_SLICE_MS + 250
+local KEEP = 0.1         -- seconds, the keeper's step
+local DRAIN_MAX = 64
 
 local job_ptr = ffi.typeof("resv_job_t *")
+local inbox_ptr = ffi.typeof("resv_inbox_t *")
 
-local MECHANISMS = { thread = true, watcher = true, backoff = true,
-                     block = true }
-local chosen = "thread"
+local MECHANISMS = { inbox = true, thread = true, watcher = true,
+                     backoff = true, block = true }
+local chosen = "inbox"
 local thread_broken    -- why the thread pool cannot be used, once known
 
 local _M = {}
@@ -105,12 +143,66 @@ local function left_ms(job)
   return tonumber(resv_job_deadline(job) - resv_clock_ms())
 end
 
+local warned = {} -- phase -> true once a blocking call there was logged
+
+-- True when the running code is in an nginx phase whose coroutine may
+-- yield. In a phase that cannot (init_worker, set, header_filter, log,
+-- ...) the call will block the worker: that is logged once per phase.
 function _M.usable()
   if not ngx then
     return false
   end
   local get_phase = ngx.get_phase
-  return get_phase ~= nil and YIELDABLE[get_phase()] == true
+  if get_phase == nil then
+    return false
+  end
+  local phase = get_phase()
+  if YIELDABLE[phase] then
+    return true
+  end
+  if not warned[phase] and ngx.log ~= nil then
+    warned[phase] = true
+    ngx.log(ngx.WARN, "resv: a call in nginx's ", phase, " phase cannot yield and ",
+            "blocks the worker until it answers; make it in rewrite, access or ",
+            "content, or hand it to a timer (ngx.timer.at), which can wait")
+  end
+  return false
+end
+
+---------------------------------------------------------------------------
+-- keeper
+
+-- The jobs of calls waiting by "inbox" or "thread" (weak: the job of a
+-- request that is gone leaves once collected), and the latest deadline
+-- among them: the keeper stops when no such call is left, or at the latest
+-- at that deadline.
+local kept = setmetatable({}, { __mode = "k" })
+local keep_until = 0
+local keeping = false
+
+local drain_orphans -- the inbox's: wakes finished calls when no one leads
+
+local function keep(premature)
+  local sleep = ngx.sleep
+  while not premature and resv_clock_ms() < keep_until do
+    local orphans = drain_orphans()
+    if not orphans and next(kept) == nil then
+      break
+    end
+    sleep(KEEP)
+  end
+  keeping = false
+end
+
+local function keep_alive(job)
+  kept[job] = true
+  local until_ms = resv_job_deadline(job)
+  if until_ms > keep_until then
+    keep_until = until_ms
+  end
+  if not keeping and ngx.timer ~= nil then
+    keeping = ngx.timer.at(0, keep) and true or false
+  end
 end
 
 ---------------------------------------------------------------------------
@@ -223,6 +315,7 @@ local function wait_thread(job)
   end
   local address = job_address(job)
   threaded[job] = true
+  keep_alive(job)
   while not resv_job_done(job) do
     local left = left_ms(job)
     if left <= 0 then
@@ -235,6 +328,7 @@ local function wait_thread(job)
       -- The thread never ran: its reference is ours to drop.
       resv_job_unref(job)
       threaded[job] = nil
+      kept[job] = nil
       thread_broken = tostring(err)
       ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
               "); waiting by the watcher from now on. Add `thread_pool ",
@@ -243,6 +337,130 @@ local function wait_thread(job)
     end
   end
   threaded[job] = nil
+  kept[job] = nil
+  return resv_job_done(job)
+end
+
+---------------------------------------------------------------------------
+-- inbox
+
+local inbox              -- this worker's resv_inbox_t *, made on first use
+local inbox_generation   -- the fork generation it was made in
+local inbox_waiters = {} -- job address -> semaphore of the request waiting
+local ninbox = 0
+local lease_until        -- while a leader waits: when its lease runs out
+local drained = ffi_new("resv_job_t *[?]", DRAIN_MAX)
+
+-- The inbox calls made in this worker finish into, when "inbox" is in use
+-- and can work here (nil otherwise: then the call waits some other way).
+function _M.inbox()
+  if chosen ~= "inbox" or thread_broken or not watcher_available()
+     or ngx.run_worker_thread == nil or not THREADABLE[ngx.get_phase()] then
+    return nil
+  end
+  local generation = resv_process_generation()
+  if inbox == nil or inbox_generation ~= generation then
+    -- Made in the worker, never in the master: a reload's new workers and
+    -- a forked child each make their own.
+    local made = resv_inbox_new(err_buf)
+    if made == nil then
+      ngx.log(ngx.WARN, "resv: no inbox (", error_string(err_buf), "); waiting by the watcher")
+      return nil
+    end
+    inbox, inbox_generation = ffi_gc(made, resv_inbox_destroy), generation
+    inbox_waiters, ninbox, lease_until = {}, 0, nil
+  end
+  return inbox
+end
+
+-- Runs in a thread of nginx's pool: waits up to timeout_ms for a finished
+-- call in the inbox at address (the worker's, alive as long as the worker).
+function _M.inbox_wait(address, timeout_ms)
+  return resv_inbox_wait(ffi_cast(inbox_ptr, address), timeout_ms)
+end
+
+-- Wakes the request of every finished call in the inbox.
+local function drain_inbox()
+  repeat
+    local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
+    for i = 0, n - 1 do
+      local address = job_address(drained[i])
+      local sema = inbox_waiters[address]
+      if sema ~= nil then
+        inbox_waiters[address] = nil
+        ninbox = ninbox - 1
+        sema:post(1)
+      end
+    end
+  until n < DRAIN_MAX
+end
+
+-- Drains the inbox when no leader is waiting on it (the leader's request
+-- may be gone): true while calls still wait in it.
+function drain_orphans()
+  if ninbox > 0 and (lease_until == nil or resv_clock_ms() > lease_until) then
+    drain_inbox()
+  end
+  return ninbox > 0
+end
+
+-- Leads: waits on the inbox in a pool thread for up to ms, then wakes the
+-- finished calls' requests. False when the thread pool cannot be used.
+local function lead(ms)
+  lease_until = resv_clock_ms() + LEASE_MS
+  local ok, err = ngx.run_worker_thread(THREAD_POOL, "resv.ngx", "inbox_wait",
+                                        job_address(inbox), ms)
+  lease_until = nil
+  if not ok then
+    thread_broken = tostring(err)
+    ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
+            "); waiting by the watcher from now on. Add `thread_pool ",
+            THREAD_POOL, " threads=32;` to nginx.conf's main context.")
+  end
+  drain_inbox()
+  return ok
+end
+
+local function wait_inbox(job)
+  local address = job_address(job)
+  if resv_job_done(job) then
+    return true
+  end
+  local sema = semaphore.new()
+  inbox_waiters[address] = sema
+  ninbox = ninbox + 1
+  keep_alive(job)
+  while not resv_job_done(job) do
+    local left = left_ms(job)
+    if left <= 0 then
+      break
+    end
+    if lease_until == nil or resv_clock_ms() > lease_until then
+      if not lead(min(INBOX_SLICE_MS, left)) then
+        -- The pool is not there: the watcher takes this call over.
+        if inbox_waiters[address] then
+          inbox_waiters[address] = nil
+          ninbox = ninbox - 1
+        end
+        kept[job] = nil
+        return wait_watcher(job)
+      end
+    else
+      sema:wait(min(left, LEASE_MS) / 1000)
+    end
+  end
+  if inbox_waiters[address] then
+    inbox_waiters[address] = nil
+    ninbox = ninbox - 1
+  end
+  -- Hand the lead on: wake one call still waiting, which finds no leader.
+  if lease_until == nil then
+    local _, other = next(inbox_waiters)
+    if other ~= nil then
+      other:post(1)
+    end
+  end
+  kept[job] = nil
   return resv_job_done(job)
 end
 
@@ -260,10 +478,15 @@ local WAIT = {
   block = wait_block,
 }
 
-function _M.wait(job)
+-- in_inbox: the job was submitted with _M.inbox(); the others wait by the
+-- watcher when "inbox" is chosen.
+function _M.wait(job, in_inbox)
   if ngx.run_worker_thread == nil and ngx.timer == nil then
     -- Not a real nginx (a test's fake): only ngx.sleep can be relied on.
     return wait_backoff(job)
+  end
+  if chosen == "inbox" then
+    return (in_inbox and wait_inbox or wait_watcher)(job)
   end
   return WAIT[chosen](job)
 end
@@ -278,7 +501,7 @@ function _M.use(name)
 end
 
 function _M.mechanism()
-  if chosen == "thread" and thread_broken then
+  if (chosen == "thread" or chosen == "inbox") and thread_broken then
     return "watcher"
   end
   return chosen
@@ -287,7 +510,7 @@ end
 -- How many calls the watcher and the threads wait for (for /health). A
 -- call whose request was aborted counts until its job is collected.
 function _M.waiting()
-  local n = nwaiters
+  local n = nwaiters + ninbox
   for _ in pairs(threaded) do
     n = n + 1
   end

@@ -58,6 +58,7 @@ local get_inbox = sched.inbox
 local sched_wait = sched.wait
 local ngx_usable = ngxwait.usable
 local ngx_wait = ngxwait.wait
+local ngx_inbox = ngxwait.inbox
 
 -- The answer of an inline call, read back at once.
 local answer_buf = ffi_gc(ffi_new("resv_answer_t"), resv_answer_clear)
@@ -268,6 +269,8 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
     if inbox == nil then
       return nil, err
     end
+  else
+    inbox = ngx_inbox()
   end
   local started = resv_clock_ms()
   local job = resv_submit_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
@@ -284,7 +287,7 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
     if spawned then
       done = sched_wait(job)
     else
-      done = ngx_wait(job)
+      done = ngx_wait(job, inbox ~= nil)
     end
     if not done then
       return give_up(job, started)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from gateway import Gateway  # noqa: E402
 
 URI = os.environ.get('RESV_TEST_URI', '')
-MECHANISMS = ['block', 'thread', 'watcher', 'backoff']
+MECHANISMS = ['block', 'inbox', 'thread', 'watcher', 'backoff']
 LOCATIONS = """
     location = /bench/latency {
       content_by_lua_block { require("bench").latency() }

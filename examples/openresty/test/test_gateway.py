@@ -10,6 +10,7 @@ uses e-mail addresses no other test or run uses.
 
 import concurrent.futures
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -213,7 +214,7 @@ class OnMongo(unittest.TestCase):
         return slowest * 1000, waiting_seen, answers
 
     def test_the_worker_keeps_serving_while_calls_wait(self):
-        for wait in ('thread', 'watcher', 'backoff'):
+        for wait in ('inbox', 'thread', 'watcher', 'backoff'):
             slowest, waiting, answers = self.health_while_writes_stall(wait)
             sys.stderr.write('  /health while 4 sign-ups wait (%s): slowest %.1f ms\n'
                              % (wait, slowest))
@@ -283,7 +284,7 @@ class ClientAborts(unittest.TestCase):
         sock.close()
 
     def test_aborted_requests_leave_no_job_behind(self):
-        for wait in ('thread', 'watcher'):
+        for wait in ('inbox', 'thread', 'watcher'):
             with Gateway(uri=URI, wait=wait, extra_locations=ABORT_LOCATIONS) as gw:
                 with FailPoint(URI, blockConnection=True, blockTimeMS=200):
                     for i in range(24):
@@ -295,6 +296,125 @@ class ClientAborts(unittest.TestCase):
                 self.assertEqual(0, held, wait)
                 status, body = gw.request('GET', '/slow_reserve?k=' + fresh('after'))
                 self.assertEqual((200, 'reserved'), (status, str(body).strip()), wait)
+
+
+FAST_LOCATION = r"""
+    location = /fast_get {
+      content_by_lua_block {
+        local r, err = require("gateway").users():get({ namespace = "fast", key = "none" })
+        ngx.say(r and r.status or err)
+      }
+    }
+"""
+
+
+def slow_reserves(gw, n, timeout=15.0):
+    """Starts n slow reserves at once; returns the pool and their futures."""
+    pool = concurrent.futures.ThreadPoolExecutor(n)
+    futures = [pool.submit(gw.request, 'GET', '/slow_reserve?k=' + fresh('s%d' % i),
+                           timeout=timeout) for i in range(n)]
+    return pool, futures
+
+
+@needs_mongo
+class Production(unittest.TestCase):
+    """Reloads and head-of-line blocking (issue 15)."""
+
+    def fast_calls_under_stalled_ones(self, wait, stalled):
+        """The slowest of 5 fast gets, in ms, while `stalled` reserves wait
+        3 s each, with a pool of 4 threads for the waits."""
+        with Gateway(uri=URI, wait=wait, wait_threads=4, store_threads=64,
+                     extra_locations=ABORT_LOCATIONS + FAST_LOCATION) as gw:
+            self.assertEqual((200, 'absent'), (gw.request('GET', '/fast_get')[0],
+                                               str(gw.request('GET', '/fast_get')[1]).strip()))
+            with FailPoint(URI, blockConnection=True, blockTimeMS=3000):
+                pool, futures = slow_reserves(gw, stalled)
+                time.sleep(0.3)  # every slow call now waits for the store
+                slowest = 0.0
+                for _ in range(5):
+                    t0 = time.monotonic()
+                    status, body = gw.request('GET', '/fast_get')
+                    slowest = max(slowest, time.monotonic() - t0)
+                    self.assertEqual((200, 'absent'), (status, str(body).strip()))
+                answers = [f.result() for f in futures]
+                pool.shutdown()
+        self.assertEqual([(200, 'reserved')] * stalled,
+                         [(s, str(b).strip()) for s, b in answers])
+        return slowest * 1000
+
+    def test_a_ready_answer_is_not_held_behind_slow_calls(self):
+        for stalled in (4, 16):
+            slowest = self.fast_calls_under_stalled_ones('inbox', stalled)
+            sys.stderr.write('  fast get under %d stalled calls (inbox): slowest %.1f ms\n'
+                             % (stalled, slowest))
+            self.assertLess(slowest, 500, stalled)
+
+    def test_the_check_above_sees_head_of_line_blocking(self):
+        # The control: a pool thread per waiting call makes the fast calls
+        # queue behind the stalled ones.
+        slowest = self.fast_calls_under_stalled_ones('thread', 16)
+        sys.stderr.write('  fast get under 16 stalled calls (thread): slowest %.1f ms\n'
+                         % slowest)
+        self.assertGreater(slowest, 500)
+
+    def test_calls_in_timers_and_the_log_phase_answer_and_blocking_is_logged_once(self):
+        locations = r"""
+    location = /phases {
+      content_by_lua_block {
+        local users = require("gateway").users()
+        package.loaded.timer_answer = nil
+        assert(ngx.timer.at(0, function()
+          local r, err = users:get({ namespace = "phase", key = "timer" })
+          package.loaded.timer_answer = r and r.status or err
+        end))
+        for _ = 1, 200 do
+          if package.loaded.timer_answer then break end
+          ngx.sleep(0.01)
+        end
+        ngx.say(package.loaded.timer_answer)
+      }
+      log_by_lua_block {
+        local r, err = require("gateway").users():get({ namespace = "phase", key = "log" })
+        package.loaded.log_answer = r and r.status or err
+      }
+    }
+    location = /log_answer {
+      content_by_lua_block { ngx.say(package.loaded.log_answer) }
+    }
+"""
+        with Gateway(uri=URI, extra_locations=locations) as gw:
+            for _ in range(3):
+                status, body = gw.request('GET', '/phases')
+                self.assertEqual((200, 'absent'), (status, str(body).strip()))
+                self.assertEqual('absent', str(gw.request('GET', '/log_answer')[1]).strip())
+            log = gw.log()
+        self.assertEqual(1, log.count("resv: a call in nginx's log phase cannot yield"), log)
+        self.assertNotIn("timer phase cannot yield", log)
+
+    def test_a_reload_or_quit_answers_every_call_in_flight(self):
+        for sig, name in ((signal.SIGHUP, 'reload'), (signal.SIGQUIT, 'quit')):
+            for wait in ('inbox', 'thread'):
+                with Gateway(uri=URI, wait=wait, store_threads=16,
+                             extra_locations=ABORT_LOCATIONS) as gw:
+                    old = set(gw.worker_pids())
+                    with FailPoint(URI, blockConnection=True, blockTimeMS=1000):
+                        pool, futures = slow_reserves(gw, 12)
+                        time.sleep(0.3)
+                        t0 = time.monotonic()
+                        gw.proc.send_signal(sig)
+                        answers = [f.result() for f in futures]
+                        pool.shutdown()
+                    self.assertEqual([(200, 'reserved')] * 12,
+                                     [(s, str(b).strip()) for s, b in answers], (name, wait))
+                    # The old worker goes within the slowest call and a second.
+                    while old & set(gw.worker_pids()) and time.monotonic() - t0 < 5:
+                        time.sleep(0.05)
+                    gone = time.monotonic() - t0
+                    self.assertFalse(old & set(gw.worker_pids()), (name, wait))
+                    self.assertLess(gone, 1.0 + 1.0, (name, wait))
+                    self.assertNotIn('open socket', gw.log(), (name, wait))
+                    sys.stderr.write('  %s during 12 calls (%s): answered, old worker gone '
+                                     'after %.2f s\n' % (name, wait, gone))
 
 
 class StoreDown(unittest.TestCase):
