@@ -45,9 +45,11 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 lua-dkjson clang libclang-rt-14-dev openssl
 # The file store (csrc/file_*.c) links LMDB; lmdb-utils has mdb_stat and mdb_dump.
 DEB_PACKAGES += liblmdb-dev lmdb-utils
+# The hosts the Lua module is tested in (spec/hosts/).
+DEB_PACKAGES += tarantool
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench fuzz test-fuzz stress \
         install uninstall clean
 
@@ -86,7 +88,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-install test-fuzz asan
+	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-install test-fuzz asan
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -172,6 +174,11 @@ stress: $(O)/resv_tests $(O)/libresv.so
 test-lua: $(O)/libresv.so
 	LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  scripts/with-mongo $(LUAJIT) /usr/bin/busted
+
+# resv in the real Tarantool: fibers yield and resume as themselves, and
+# the event loop keeps ticking (against the emulator or MONGODB_URI).
+test-tarantool: $(O)/libresv.so
+	RESV_CPATH="$(O)/?.so;;" scripts/with-mongo tarantool spec/hosts/tarantool_test.lua
 
 # The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI.
 test-nginx: $(O)/libresv.so

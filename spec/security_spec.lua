@@ -90,16 +90,19 @@ local function sh_quote(s)
 end
 
 local function stored_ok(uri, coll, t, n, k, ot, oid, att)
-  local f = assert(io.open("/tmp/resv_security_check.py", "w"))
+  -- A file of this run's own: several runs of the suite may share /tmp.
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
   f:write(CHECK_PY)
   f:close()
-  local cmd = "/usr/bin/python3 /tmp/resv_security_check.py"
+  local cmd = "/usr/bin/python3 " .. path
   for _, a in ipairs({ uri, coll, t, n, k, ot, oid, att }) do
     cmd = cmd .. " " .. sh_quote(a)
   end
   local p = assert(io.popen(cmd .. " 2>&1"))
   local out = p:read("*a")
   p:close()
+  os.remove(path)
   return (out:gsub("%s+$", ""))
 end
 

@@ -14,6 +14,8 @@
 --     inbox and yield; resv.poll()/resv.run() resume it (resv.sched);
 --   * in OpenResty, in a phase that may yield: submit the job and wait
 --     without blocking the worker (resv.ngx);
+--   * in Tarantool, in any fiber: submit the job and wait on a fiber.cond
+--     the process's poller fiber signals (resv.tarantool);
 --   * anywhere else: resv_call_args, which blocks until the answer or the
 --     call's deadline.
 -- A store that answers inline (the memory store) is called directly in
@@ -24,6 +26,7 @@ local C = require "resv.ffi"
 local base = require "resv.base"
 local sched = require "resv.sched"
 local ngxwait = require "resv.ngx"
+local tnt = require "resv.tarantool"
 
 local error = error
 local type = type
@@ -42,6 +45,8 @@ local resv_job_done = C.resv_job_done
 local resv_job_error = C.resv_job_error
 local resv_job_answer = C.resv_job_answer
 local resv_job_destroy = C.resv_job_destroy
+local resv_job_wait = C.resv_job_wait
+local resv_job_deadline = C.resv_job_deadline
 local resv_answer_clear = C.resv_answer_clear
 local resv_type_collection = C.resv_type_collection
 local resv_clock_ms = C.resv_clock_ms
@@ -59,6 +64,7 @@ local sched_wait = sched.wait
 local ngx_usable = ngxwait.usable
 local ngx_wait = ngxwait.wait
 local ngx_inbox = ngxwait.inbox
+local tnt_usable = tnt.usable
 
 -- The answer of an inline call, read back at once.
 local answer_buf = ffi_gc(ffi_new("resv_answer_t"), resv_answer_clear)
@@ -254,7 +260,8 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
   local aot = mine and ot or nil
   local inline = t.inline
   local spawned = not inline and in_spawned()
-  if not spawned and (inline or not ngx_usable()) then
+  local fibers = not inline and not spawned and tnt_usable()
+  if not spawned and not fibers and (inline or not ngx_usable()) then
     if not resv_call_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
                           #kk, kk, #ot, ot, #oid, oid,
                           #attempt, attempt, answer_buf, err_buf) then
@@ -269,6 +276,8 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
     if inbox == nil then
       return nil, err
     end
+  elseif fibers then
+    inbox = tnt.inbox()
   else
     inbox = ngx_inbox()
   end
@@ -286,6 +295,10 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
     local done
     if spawned then
       done = sched_wait(job)
+    elseif fibers then
+      -- Without an inbox (out of memory) the fiber blocks, within the deadline.
+      local left = tonumber(resv_job_deadline(job) - resv_clock_ms())
+      done = inbox ~= nil and tnt.wait(job) or resv_job_wait(job, left > 0 and left or 0)
     else
       done = ngx_wait(job, inbox ~= nil)
     end
