@@ -50,7 +50,7 @@ READS = {'find', 'count', 'aggregate', 'distinct', 'listCollections', 'listIndex
 WRITES = {'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'create', 'drop',
           'createIndexes', 'dropIndexes'}
 CLUSTER = {'shardCollection', 'shardcollection', 'enableSharding', 'enablesharding',
-           'replSetGetStatus'}
+           'replSetGetStatus', 'getDefaultRWConcern'}
 ANY_AUTHENTICATED = {'listDatabases'}
 
 

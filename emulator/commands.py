@@ -153,6 +153,35 @@ def repl_set_step_down(request):
     return SON()
 
 
+def set_default_rw_concern(request):
+    """setDefaultRWConcern (MongoDB 4.4+): the cluster-wide default write
+    concern, used by writes that name none; on the replica set only."""
+    rs = request.emulator.replset
+    if rs is None:
+        return command_not_found(request)
+    if request.database != 'admin':
+        raise CommandError(13, 'setDefaultRWConcern may only be run against the admin database.')
+    if request.emulator is not rs.primary:
+        raise CommandError(10107, 'not primary')
+    concern = request.command.get('defaultWriteConcern')
+    if concern is not None:
+        if not isinstance(concern, dict) or concern.get('w') in (0, None):
+            raise CommandError(2, 'Default write concern must have a non-zero w')
+        rs.default_write_concern = SON(concern)
+    return get_default_rw_concern(request)
+
+
+def get_default_rw_concern(request):
+    rs = request.emulator.replset
+    if rs is None:
+        return command_not_found(request)
+    reply = SON()
+    if rs.default_write_concern is not None:
+        reply['defaultWriteConcern'] = rs.default_write_concern
+    reply['defaultWriteConcernSource'] = 'global' if rs.default_write_concern else 'implicit'
+    return reply
+
+
 def repl_set_get_status(request):
     rs = request.emulator.replset
     if rs is None:
@@ -518,7 +547,8 @@ HANDLERS = {
     'ping': ping, 'buildInfo': build_info, 'buildinfo': build_info,
     'endSessions': end_sessions, 'configureFailPoint': configure_fail_point,
     'replSetStepDown': repl_set_step_down, 'replSetGetStatus': repl_set_get_status,
-    'emulatorControl': emulator_control,
+    'emulatorControl': emulator_control, 'setDefaultRWConcern': set_default_rw_concern,
+    'getDefaultRWConcern': get_default_rw_concern,
     'saslStart': sasl_start, 'saslContinue': sasl_continue, 'logout': logout,
     'create': create, 'drop': drop, 'dropDatabase': drop_database,
     'listCollections': list_collections, 'listIndexes': list_indexes,

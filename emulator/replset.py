@@ -66,6 +66,7 @@ class ReplicaSet:
         self.election_timeout = election_timeout_ms / 1000.0
         self.primary = None
         self.no_primary_since = None
+        self.default_write_concern = None  # setDefaultRWConcern's; None: implicit majority
         self._stopping = False
         self._thread = None
         ports = list(ports or [0] * members)
@@ -331,7 +332,8 @@ class ReplicaSet:
         None when acknowledged, 'closed' when the member died, or a
         writeConcernError document (MaxTimeMSExpired, 50, when the
         command's maxTimeMS deadline, max_time, passes first)."""
-        write_concern = write_concern if isinstance(write_concern, dict) else {}
+        if not isinstance(write_concern, dict) or 'w' not in write_concern:
+            write_concern = dict(self.default_write_concern or {}, **(write_concern or {}))
         w = write_concern.get('w', 'majority')
         if w == 'majority':
             need = self.majority

@@ -10,7 +10,9 @@ MongoDB's documentation followed:
   (UnsatisfiableWriteConcern, 100);
 - defaults, https://www.mongodb.com/docs/manual/reference/mongodb-defaults/ :
   since 5.0 the implicit default write concern is majority on a set without
-  arbiters;
+  arbiters; setDefaultRWConcern
+  (https://www.mongodb.com/docs/manual/reference/command/setDefaultRWConcern/)
+  sets a cluster-wide default for writes that name none;
 - rollbacks, https://www.mongodb.com/docs/manual/core/replica-set-rollbacks/ :
   a write the primary accepted but had not replicated when it failed is
   rolled back when it rejoins; a write replicated to a member that stays
@@ -61,6 +63,17 @@ class LagTest(WritesTest):
             self.assertGreaterEqual(took, 0.35)
             self.assertTrue(any(m.applied == self.rs.primary.applied
                                 for m in self.rs.members if m is not self.rs.primary))
+
+    def test_cluster_default_write_concern(self):
+        self.assertEqual(self.client.admin.command('getDefaultRWConcern')
+                         ['defaultWriteConcernSource'], 'implicit')
+        reply = self.client.admin.command('setDefaultRWConcern',
+                                          defaultWriteConcern={'w': 1})
+        self.assertEqual(reply['defaultWriteConcern'], {'w': 1})
+        _, took = self.write({'_id': 1})  # names none: w 1 now
+        self.assertLess(took, 0.35)
+        _, took = self.write({'_id': 2}, {'w': 'majority'})
+        self.assertGreaterEqual(took, 0.35)
 
     def test_w_all_and_too_many(self):
         reply, took = self.write({'_id': 1}, {'w': 3})
