@@ -2,6 +2,7 @@
 --
 --   LUA_CPATH="build/?.so;;" LUA_PATH="lua/?.lua;;" luajit examples/game_loop.lua
 --   ... luajit examples/game_loop.lua mongodb://127.0.0.1:27017/game
+--   ... scripts/with-mongo sh -c 'luajit examples/game_loop.lua "$RESV_TEST_URI"'
 --
 -- Each request runs in a coroutine of resv.spawn. A call there yields while
 -- the MongoDB round trip runs on libresv's threads; resv.poll(), called
@@ -17,7 +18,18 @@ local function sleep_ms(ms) ffi.C.poll(nil, 0, ms) end
 local uri = arg and arg[1]
 local store = assert(resv.open { uri = uri, threads = 4 })
 local names = assert(store:type("game", "player"))
-local run_id = tostring(os.time())
+-- Names are unique per run, so runs against one server never meet: an id
+-- from the kernel's random bytes (os.time() repeats within a second).
+local function random_id()
+  local f = io.open("/dev/urandom", "rb")
+  if not f then
+    return string.format("%d-%d", os.time(), math.random(1, 2^31))
+  end
+  local bytes = f:read(8)
+  f:close()
+  return (bytes:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+local run_id = random_id()
 
 local PLAYERS, NAMES = 200, 40
 local taken, refused, failed, in_flight = 0, 0, 0, 0

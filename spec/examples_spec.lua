@@ -21,5 +21,17 @@ for _, backend in ipairs(helpers.backends()) do
         assert(ok, out)
       end)
     end
+    if uri then
+      -- Two runs in the same second against one server (os.time() pinned
+      -- to one value for both): each run's names are its own. With a run
+      -- id from os.time() the second run found its names confirmed.
+      it("examples/game_loop.lua runs twice within one second against one server", function()
+        local script = "-e 'os.time = function() return 1700000000 end' examples/game_loop.lua"
+        local ok1, out1 = run(script, uri)
+        local ok2, out2 = run(script, uri)
+        assert(ok1, out1)
+        assert(ok2, out2)
+      end)
+    end
   end)
 end
