@@ -10,10 +10,12 @@ uses e-mail addresses no other test or run uses.
 
 import concurrent.futures
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import uuid
@@ -390,6 +392,31 @@ class Production(unittest.TestCase):
             log = gw.log()
         self.assertEqual(1, log.count("resv: a call in nginx's log phase cannot yield"), log)
         self.assertNotIn("timer phase cannot yield", log)
+
+    def test_with_the_code_cache_off_the_lazy_store_pattern_shares_one_store(self):
+        store_dir = tempfile.mkdtemp(prefix='resv-codecache-')
+        try:
+            location = r"""
+    location = /lazy {
+      lua_code_cache off;
+      content_by_lua_block {
+        local users = require("users").get("%s")
+        if not users then return ngx.exit(503) end
+        local r, err = users:reserve({ namespace = "email", key = ngx.var.arg_k },
+                                     { id = ngx.var.arg_o }, "a", 60000)
+        ngx.say(r and r.status or err)
+      }
+    }
+""" % store_dir
+            key = fresh('lazy')
+            with Gateway(path=store_dir, extra_locations=location) as gw:
+                got = [str(gw.request('GET', '/lazy?k=%s&o=%s' % (key, o))[1]).strip()
+                       for o in ('ann', 'bob', 'ann')]
+                log = gw.log()
+            self.assertEqual(['reserved', 'conflict', 'reserved'], got, log)
+            self.assertIn('lua_code_cache is off', log)
+        finally:
+            shutil.rmtree(store_dir, ignore_errors=True)
 
     def test_a_reload_or_quit_answers_every_call_in_flight(self):
         for sig, name in ((signal.SIGHUP, 'reload'), (signal.SIGQUIT, 'quit')):
