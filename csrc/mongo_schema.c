@@ -7,13 +7,20 @@
  *   2. read the format record {_id: "format", format: 1}: another format,
  *      or a record that is not one, is refused with RESV_EFORMAT before
  *      anything is written (SPEC section 3);
- *   3. on a mongos, read config.collections: a collection sharded on any
- *      key but {tenant_id: 1, key: "hashed"} is refused with RESV_EFORMAT,
- *      since the _id index then no longer keeps a key unique across the
- *      cluster; with sharding auto an unsharded one is sharded on that key
- *      (enableSharding first, which servers before 6.0 need and later ones
- *      accept). When shardCollection fails, config.collections is read
- *      again: a concurrent process may have sharded it the same way;
+ *   0. on a mongos with sharding auto, first read config.collections: a
+ *      collection sharded on any key but {tenant_id: 1, key: "hashed"} is
+ *      refused with RESV_EFORMAT, since the _id index then no longer keeps
+ *      a key unique across the cluster. A user who may not read it
+ *      (Unauthorized, 13: readWrite alone) uses a collection that exists
+ *      as it is and is told what it lacks for a new one, before anything
+ *      is created. sharding off reads nothing there;
+ *   3. an unsharded collection found in step 0 is sharded on that key:
+ *      enableSharding (servers before 6.0 need it, later ones accept it),
+ *      the shard key's index (needed when the collection holds documents,
+ *      the format record included: InvalidOptions 72), shardCollection.
+ *      When that fails, config.collections is read again: a concurrent
+ *      process may have sharded it the same way; Unauthorized is said in
+ *      full;
  *   4. write the format record when step 2 found none; a duplicate key
  *      means a racing process wrote one, which is read and checked.
  * Each step is safe to run by many processes at once, so the process-wide
@@ -29,6 +36,7 @@
 #include <string.h>
 
 #define SERVER_NAMESPACE_EXISTS 48
+#define SERVER_UNAUTHORIZED 13
 
 typedef struct type_state {
   pthread_mutex_t mutex;
@@ -148,32 +156,116 @@ static bool admin_command(mongoc_client_t *client, const bson_t *cmd,
   return ok;
 }
 
-/* Step 3: refuses a collection sharded on another key, shards an
- * unsharded one when sharding is auto. */
-static bool ensure_sharding(const resv__mongo_t *m, mongoc_client_t *client,
-                            const char *collection, int64_t deadline,
-                            resv_error_t *err) {
-  char ns[RESV__MAX_NAMESPACE + 2];
-  bson_error_t error, ignored;
-  bool sharded, ours;
-  bson_t cmd, key;
+static bool is_unauthorized(const bson_error_t *error) {
+  return error->domain == MONGOC_ERROR_SERVER &&
+         error->code == SERVER_UNAUTHORIZED;
+}
 
-  snprintf(ns, sizeof ns, "%s.%s", m->database, collection);
-  if (!read_sharding(m, client, ns, deadline, &sharded, &ours, &error))
-    return resv__mongo_fail(m, err, &error, deadline, "read config.collections");
-  if (sharded && !ours)
-    goto other_key;
-  if (sharded || !m->shard_auto)
+/* A readWrite user on a mongos: what it lacks, said in full (SPEC section
+ * 12), with the server's code kept. */
+static bool cannot_shard(const resv__mongo_t *m, const char *ns,
+                         const char *missing, resv_error_t *err) {
+  return resv__fail_server(
+      err, RESV_ESERVER, SERVER_UNAUTHORIZED,
+      "collection %s cannot be sharded: the user lacks %s (Unauthorized, 13). "
+      "Sharding a new collection needs the enableSharding action on database "
+      "%s and read on config.collections (e.g. the clusterManager role); a "
+      "user with readWrite alone can use the collection once an admin has "
+      "run sh.shardCollection(\"%s\", {tenant_id: 1, key: \"hashed\"}), or "
+      "open the store with sharding = \"off\"; nothing was written",
+      ns, missing, m->database, ns);
+}
+
+/* What step 3 found in config.collections. */
+typedef enum sharding_state {
+  SHARDING_OURS,       /* sharded on {tenant_id: 1, key: "hashed"} */
+  SHARDING_NONE,       /* not sharded: shard it after the create */
+  SHARDING_UNREADABLE  /* the user may not read config.collections, and
+                          the collection exists: use it as it is */
+} sharding_state_t;
+
+/* Step 3, before anything is created: reads ns's sharding. A collection
+ * sharded on another key is refused with RESV_EFORMAT; a user who may
+ * not read config.collections may use a collection that exists (an admin
+ * set it up; on a mongos an unsharded one is still correct, only on one
+ * shard), and is told what is missing for a new one. */
+static bool check_sharding(const resv__mongo_t *m, mongoc_client_t *client,
+                           const char *collection, const char *ns,
+                           int64_t deadline, sharding_state_t *state,
+                           resv_error_t *err) {
+  bson_error_t error;
+  bool sharded, ours;
+
+  if (!read_sharding(m, client, ns, deadline, &sharded, &ours, &error)) {
+    mongoc_database_t *db;
+    bool exists;
+
+    if (!is_unauthorized(&error))
+      return resv__mongo_fail(m, err, &error, deadline,
+                              "read config.collections");
+    db = mongoc_client_get_database(client, m->database);
+    memset(&error, 0, sizeof error); /* has_collection sets it on failure only */
+    exists = mongoc_database_has_collection(db, collection, &error);
+    mongoc_database_destroy(db);
+    if (!exists && error.domain != 0)
+      return resv__mongo_fail(m, err, &error, deadline, "list collections");
+    if (!exists)
+      return cannot_shard(m, ns, "read on config.collections", err);
+    *state = SHARDING_UNREADABLE;
     return true;
+  }
+  if (sharded && !ours)
+    return resv__fail(err, RESV_EFORMAT,
+                      "collection %s is sharded on another key than "
+                      "{tenant_id: 1, key: \"hashed\"}; nothing was written",
+                      ns);
+  *state = sharded ? SHARDING_OURS : SHARDING_NONE;
+  return true;
+}
+
+/* Step 3b, after the create: shards the collection on {tenant_id: 1, key:
+ * "hashed"}. enableSharding first (servers before 6.0 need it, later ones
+ * accept it), then the shard key's index, which shardCollection of a
+ * collection that already holds documents requires (InvalidOptions, 72;
+ * the format record alone makes it non-empty) and which is a no-op when
+ * it exists. When shardCollection fails, config.collections is read
+ * again: a concurrent process may have sharded it first. */
+static bool shard(const resv__mongo_t *m, mongoc_client_t *client,
+                  const char *collection, const char *ns, int64_t deadline,
+                  resv_error_t *err) {
+  mongoc_database_t *db = mongoc_client_get_database(client, m->database);
+  bson_error_t error, ignored;
+  bool sharded, ours, ok;
+  bson_t cmd, key, indexes, index, reply;
 
   bson_init(&cmd);
   BSON_APPEND_UTF8(&cmd, "enableSharding", m->database);
-  if (!admin_command(client, &cmd, &ignored) &&
-      ignored.domain != MONGOC_ERROR_SERVER) {
-    bson_destroy(&cmd);
+  ok = admin_command(client, &cmd, &ignored) ||
+       ignored.domain == MONGOC_ERROR_SERVER;
+  bson_destroy(&cmd);
+  if (!ok) {
+    mongoc_database_destroy(db);
     return resv__mongo_fail(m, err, &ignored, deadline, "enableSharding");
   }
+
+  bson_init(&cmd);
+  BSON_APPEND_UTF8(&cmd, "createIndexes", collection);
+  bson_append_array_begin(&cmd, "indexes", -1, &indexes);
+  bson_append_document_begin(&indexes, "0", -1, &index);
+  bson_append_document_begin(&index, "key", -1, &key);
+  BSON_APPEND_INT32(&key, "tenant_id", 1);
+  BSON_APPEND_UTF8(&key, "key", "hashed");
+  bson_append_document_end(&index, &key);
+  BSON_APPEND_UTF8(&index, "name", "tenant_id_1_key_hashed");
+  bson_append_document_end(&indexes, &index);
+  bson_append_array_end(&cmd, &indexes);
+  ok = mongoc_database_write_command_with_opts(db, &cmd, NULL, &reply, &error);
+  bson_destroy(&reply);
   bson_destroy(&cmd);
+  mongoc_database_destroy(db);
+  if (!ok)
+    return resv__mongo_fail(m, err, &error, deadline,
+                            "create the shard key's index");
 
   bson_init(&cmd);
   BSON_APPEND_UTF8(&cmd, "shardCollection", ns);
@@ -181,17 +273,19 @@ static bool ensure_sharding(const resv__mongo_t *m, mongoc_client_t *client,
   BSON_APPEND_INT32(&key, "tenant_id", 1);
   BSON_APPEND_UTF8(&key, "key", "hashed");
   bson_append_document_end(&cmd, &key);
-  if (admin_command(client, &cmd, &error)) {
-    bson_destroy(&cmd);
-    return true;
-  }
+  ok = admin_command(client, &cmd, &error);
   bson_destroy(&cmd);
+  if (ok)
+    return true;
   /* Another process may have sharded it first, maybe on another key. */
-  if (!read_sharding(m, client, ns, deadline, &sharded, &ours, &ignored) || !sharded)
+  if (!read_sharding(m, client, ns, deadline, &sharded, &ours, &ignored) ||
+      !sharded) {
+    if (is_unauthorized(&error))
+      return cannot_shard(m, ns, "the shardCollection action", err);
     return resv__mongo_fail(m, err, &error, deadline, "shardCollection");
+  }
   if (ours)
     return true;
-other_key:
   return resv__fail(err, RESV_EFORMAT,
                     "collection %s is sharded on another key than "
                     "{tenant_id: 1, key: \"hashed\"}; nothing was written",
@@ -227,13 +321,24 @@ static bool write_format(const resv__mongo_t *m, mongoc_collection_t *coll,
 static bool set_up(const resv__mongo_t *m, const char *collection,
                    mongoc_client_t *client, int64_t deadline,
                    resv_error_t *err) {
-  mongoc_database_t *db = mongoc_client_get_database(client, m->database);
-  mongoc_collection_t *coll =
-      mongoc_client_get_collection(client, m->database, collection);
+  char ns[RESV__MAX_NAMESPACE + 2];
+  sharding_state_t sharding = SHARDING_OURS; /* nothing to do */
   bson_t cmd = BSON_INITIALIZER, reply;
   bson_error_t error;
   bool ok, found = false;
 
+  /* sharding off never reads config.collections (a readWrite user may
+   * not) and never shards. */
+  snprintf(ns, sizeof ns, "%s.%s", m->database, collection);
+  if (m->is_mongos && m->shard_auto &&
+      !check_sharding(m, client, collection, ns, deadline, &sharding, err)) {
+    bson_destroy(&cmd);
+    return false;
+  }
+
+  mongoc_database_t *db = mongoc_client_get_database(client, m->database);
+  mongoc_collection_t *coll =
+      mongoc_client_get_collection(client, m->database, collection);
   BSON_APPEND_UTF8(&cmd, "create", collection);
   ok = mongoc_database_write_command_with_opts(db, &cmd, NULL, &reply, &error);
   bson_destroy(&reply);
@@ -243,8 +348,8 @@ static bool set_up(const resv__mongo_t *m, const char *collection,
     ok = resv__mongo_fail(m, err, &error, deadline, "create collection");
   else
     ok = read_format(m, coll, collection, deadline, &found, err);
-  if (ok && m->is_mongos)
-    ok = ensure_sharding(m, client, collection, deadline, err);
+  if (ok && sharding == SHARDING_NONE)
+    ok = shard(m, client, collection, ns, deadline, err);
   if (ok && !found)
     ok = write_format(m, coll, collection, deadline, err);
   mongoc_collection_destroy(coll);

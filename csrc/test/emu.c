@@ -31,10 +31,23 @@ void emu_start(emu_t *e, int port, bool mongos) {
 }
 
 void emu_start_mode(emu_t *e, int port, const char *mode) {
+  const char *args[] = {mode, NULL};
+  emu_start_args(e, port, args);
+}
+
+void emu_start_args(emu_t *e, int port, const char *const *args) {
   int in[2], out[2];
   size_t used = 0;
   char port_arg[16];
-  bool replset = mode && strcmp(mode, "--replset") == 0;
+  bool replset = false;
+  const char *argv[16] = {"python3", "emulator/run.py", "--port", port_arg};
+  size_t argc = 4;
+
+  for (size_t i = 0; args && args[i] && argc + 1 < sizeof argv / sizeof argv[0]; i++) {
+    replset = replset || strcmp(args[i], "--replset") == 0;
+    argv[argc++] = args[i];
+  }
+  argv[argc] = NULL;
 
   /* A replica set picks its three ports itself. */
   if (!port && !replset) port = free_port();
@@ -46,8 +59,7 @@ void emu_start_mode(emu_t *e, int port, const char *mode) {
     dup2(in[0], 0);
     dup2(out[1], 1);
     close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-    execl("/usr/bin/python3", "python3", "emulator/run.py", "--port", port_arg,
-          mode, (char *)NULL);
+    execv("/usr/bin/python3", (char *const *)argv);
     _exit(127);
   }
   close(in[0]);

@@ -27,6 +27,9 @@ void emu_start(emu_t *e, int port, bool mongos);
  * members on ports of its own choosing; port must be 0; uri is the seed
  * list with replicaSet=rs0). */
 void emu_start_mode(emu_t *e, int port, const char *mode);
+/* The same with any run.py arguments (NULL-terminated; e.g. "--mongos",
+ * "--user", "app:pw:readWrite@resv"). */
+void emu_start_args(emu_t *e, int port, const char *const *args);
 /* Kills it with SIGKILL (a crash: no goodbye to the clients) and reaps it. */
 void emu_kill(emu_t *e);
 /* Stops it by closing its stdin, and reaps it. */

@@ -975,6 +975,116 @@ START_TEST(test_mongos_collection_sharded_on_another_key_is_refused) {
 }
 END_TEST
 
+/* SPEC section 12: shardCollection of a collection that already holds
+ * documents needs the shard key's index first (InvalidOptions, 72); the
+ * format record alone makes a collection non-empty (a replica set put
+ * behind a mongos later). The store makes the index, then shards. */
+START_TEST(test_mongos_non_empty_collection_is_sharded_after_its_index) {
+  mongos_t ms;
+  mongos_start(&ms);
+  char aggregate[64], ns[300];
+  unique_name(aggregate, sizeof aggregate, "nonempty");
+  resv_store_t *s = test_open(ms.uri);
+  resv_type_t *t = named_type(s, aggregate);
+  resv_answer_t a = {0};
+  emu_raw_t r;
+
+  emu_raw_open(&r, ms.uri, resv_type_collection(t));
+  emu_raw_insert(&r, "{\"_id\": \"format\", \"format\": 1}");
+  emu_raw_insert(&r, "{\"_id\": {\"t\": \"\", \"n\": \"email\", \"k\": \"old\"}, "
+                 "\"tenant_id\": \"\", \"key\": \"old\", "
+                 "\"owner\": {\"tenant_id\": \"\", \"id\": \"u\"}, "
+                 "\"expires_at\": null, \"version\": {\"$numberLong\": \"3\"}}");
+  test_get(t, "old", &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  snprintf(ns, sizeof ns, "resv.%s", resv_type_collection(t));
+  ck_assert(shard_key_is(ms.uri, ns, "{\"tenant_id\": 1, \"key\": \"hashed\"}"));
+  test_reserve(t, "new", "u", "a", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+  emu_raw_close(&r);
+  resv_store_close(s);
+  mongos_stop(&ms);
+}
+END_TEST
+
+/* A mongos emulator of this test's own with an admin (root) and a user
+ * with readWrite on database resv alone, and their URIs. */
+typedef struct users_mongos {
+  emu_t emu;
+  char admin[256], app[256];
+} users_mongos_t;
+
+static void users_mongos_start(users_mongos_t *u) {
+  static const char *const args[] = {"--mongos", "--user", "admin:pw:root@admin",
+                                     "--user", "app:pw:readWrite@resv", NULL};
+  emu_start_args(&u->emu, 0, args);
+  snprintf(u->admin, sizeof u->admin,
+           "mongodb://admin:pw@127.0.0.1:%d/resv?authSource=admin", u->emu.port);
+  snprintf(u->app, sizeof u->app,
+           "mongodb://app:pw@127.0.0.1:%d/resv?authSource=admin", u->emu.port);
+}
+
+/* SPEC section 12: a user with readWrite on the store's database alone can
+ * run everything but the sharding of a new collection: with sharding off
+ * nothing reads config.collections; with sharding auto a new collection
+ * is refused with what is missing, before anything is created, and once
+ * an admin has set it up the same store uses it. */
+START_TEST(test_mongos_readwrite_user_works_and_is_told_what_sharding_needs) {
+  users_mongos_t u;
+  users_mongos_start(&u);
+  char aggregate[64], ns[300];
+  resv_answer_t a = {0};
+  resv_error_t err;
+  emu_raw_t admin;
+
+  /* sharding off: every call works. */
+  resv_store_t *off = emu_open(u.app, (resv_options_t){.threads = 2,
+                                                        .sharding = RESV_SHARDING_OFF});
+  resv_type_t *t = test_fresh_type(off, "rwoff");
+  test_reserve(t, "k", "u", "a", 60000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_store_close(off);
+
+  /* sharding auto, a new collection: a clear refusal, nothing created. */
+  resv_store_t *app = emu_open(u.app, (resv_options_t){.threads = 2});
+  unique_name(aggregate, sizeof aggregate, "rwauto");
+  t = named_type(app, aggregate);
+  snprintf(ns, sizeof ns, "resv.%s", resv_type_collection(t));
+  resv_request_t reserve = {.op = RESV_OP_RESERVE, .key = test_key("email", "k"),
+                            .owner = test_owner("", "u"), .attempt = resv_cstr("a"),
+                            .ttl_ms = 60000};
+  ck_assert(!resv_call(t, &reserve, &a, &err));
+  ck_assert_msg(err.code == RESV_ESERVER && err.server_code == 13, "%s: %d %s",
+                resv_code_name(err.code), (int)err.server_code, err.message);
+  ck_assert_msg(strstr(err.message, "read on config.collections") &&
+                    strstr(err.message, "sh.shardCollection") &&
+                    strstr(err.message, "sharding = \"off\""),
+                "%s", err.message);
+  emu_raw_open(&admin, u.admin, resv_type_collection(t));
+  ck_assert(!raw_collection_exists(&admin, resv_type_collection(t)));
+
+  /* An admin's store sets it up (and shards it); the user's store then
+   * uses it as it is. */
+  resv_store_t *root = emu_open(u.admin, (resv_options_t){.threads = 1});
+  test_get(named_type(root, aggregate), "k", &a);
+  ck_assert(shard_key_is(u.admin, ns, "{\"tenant_id\": 1, \"key\": \"hashed\"}"));
+  bool ok = false;
+  for (int i = 0; i < 100 && !ok; i++) { /* the failed set-up may back off */
+    ok = resv_call(t, &reserve, &a, &err);
+    if (!ok)
+      usleep(50 * 1000);
+  }
+  ck_assert_msg(ok, "%s: %s", resv_code_name(err.code), err.message);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+  emu_raw_close(&admin);
+  resv_store_close(root);
+  resv_store_close(app);
+  emu_stop(&u.emu);
+}
+END_TEST
+
 START_TEST(test_mongos_sharding_off_never_shards) {
   mongos_t ms;
   mongos_start(&ms);
@@ -1019,6 +1129,8 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_mongos_shards_each_collection_on_first_use);
   tcase_add_test(tc, test_mongos_collection_sharded_on_another_key_is_refused);
   tcase_add_test(tc, test_mongos_sharding_off_never_shards);
+  tcase_add_test(tc, test_mongos_non_empty_collection_is_sharded_after_its_index);
+  tcase_add_test(tc, test_mongos_readwrite_user_works_and_is_told_what_sharding_needs);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
   return s;
