@@ -50,7 +50,7 @@ DEB_PACKAGES += tarantool
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
-        asan tsan valgrind bench fuzz test-fuzz stress \
+        asan tsan valgrind bench bench-deps fuzz test-fuzz stress \
         install uninstall clean
 
 all: $(O)/libresv.so $(O)/libresv.a
@@ -219,7 +219,12 @@ $(O)/bench/%: bench/%.c bench/apm.c $(wildcard bench/*.h) $(HEADERS) $(O)/libres
 
 # Runs every benchmark (a few minutes) and keeps the figures in
 # $(O)/bench/results.txt; bench/README.md explains them.
-bench: $(BENCH_BIN) $(O)/libresv.so
+# What only the benchmarks need: wrk drives the gateway, gnuplot draws.
+BENCH_PACKAGES := wrk gnuplot-nox curl
+bench-deps:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
+
+bench: bench-deps $(BENCH_BIN) $(O)/libresv.so
 	O=$(O) LUAJIT=$(LUAJIT) PYTHON=$(PYTHON) bench/run.sh
 
 # ---- demo -------------------------------------------------------------

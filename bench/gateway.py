@@ -16,7 +16,9 @@ here fails on a figure.
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,7 +31,11 @@ NOOP = '''
     location = /noop {
       content_by_lua_block { require("bench_noop").run() }
     }
+    location = /dict {
+      content_by_lua_block { require("bench_dict").run() }
+    }
 '''
+DICT = 'lua_shared_dict signups 64m;'
 
 
 def parse_wrk(out):
@@ -61,36 +67,51 @@ def wrk(gw, path, seconds, connections, run):
 def main():
     seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     connections = int(sys.argv[2]) if len(sys.argv) > 2 else 16
-    stores = [('memory', None)]
+    workers_list = [int(w) for w in (sys.argv[3] if len(sys.argv) > 3 else '1,2,4').split(',')]
+    store_dir = tempfile.mkdtemp(prefix='resv-bench-gateway-')
+    # The memory store keeps values per worker: it is measured with one
+    # worker only (with more, resv.open {} is refused in nginx).
+    stores = [('memory', {}, [1]), ('file', {'path': store_dir}, workers_list)]
     if os.environ.get('RESV_TEST_URI'):
-        stores.append(('mongodb', os.environ['RESV_TEST_URI']))
+        stores.append(('mongodb', {'uri': os.environ['RESV_TEST_URI']}, workers_list))
     rows = []
     run = 0
-    for name, uri in stores:
-        with Gateway(uri=uri, workers=1, extra_locations=NOOP,
-                     extra_lua_path=os.path.join(HERE, 'gateway', '?.lua'),
-                     build=os.environ.get('O', 'build')) as gw:
-            for path in ('/noop', '/signup'):
-                run += 1
-                wrk(gw, path, 1, connections, run * 100)  # warm-up (JIT, connections)
-                rows.append((name, path, wrk(gw, path, seconds, connections, run)))
-    print('== 6. sign-up gateway under wrk (examples/openresty, 1 worker, '
-          '%d connections, %d s each)' % (connections, seconds))
-    print('  %-8s %-8s %9s %9s %9s %8s %8s %8s  %s' % (
-        'store', 'location', 'req/s', 'p50 ms', 'p99 ms', 'rps/noop', 'p50/noop',
-        'p99/noop', 'non-2xx'))
+    try:
+        for workers in workers_list:
+            baselines = ('/noop', '/dict')  # measured once per worker count
+            for name, store, counts in stores:
+                if workers not in counts:
+                    continue
+                with Gateway(workers=workers, extra_locations=NOOP, extra_http=DICT,
+                             extra_lua_path=os.path.join(HERE, 'gateway', '?.lua'),
+                             build=os.environ.get('O', 'build'), **store) as gw:
+                    paths, baselines = baselines + ('/signup',), ()
+                    for path in paths:
+                        run += 1
+                        wrk(gw, path, 1, connections, run * 100)  # warm-up
+                        label = name if path == '/signup' else path[1:]
+                        rows.append((workers, label, wrk(gw, path, seconds, connections, run)))
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
+    print('== 6. sign-up gateway under wrk (examples/openresty, %d connections, %d s each)'
+          % (connections, seconds))
+    print('  %-7s %-8s %9s %9s %9s %9s %9s  %s' % (
+        'workers', 'what', 'req/s', 'p50 ms', 'p99 ms', 'rps/noop', 'rps/dict', 'non-2xx'))
     out_dir = os.environ.get('BENCH_OUT', '.')
     with open(os.path.join(out_dir, 'gateway.dat'), 'w') as dat:
         dat.write('# label rps p50_ms p99_ms\n')
-        base = None
-        for name, path, r in rows:
-            if path == '/noop':
-                base = r
-            print('  %-8s %-8s %9.0f %9.2f %9.2f %8.2f %8.2f %8.2f  %d/%d %s' % (
-                name, path, r['rps'], r['p50'], r['p99'], r['rps'] / base['rps'],
-                r['p50'] / base['p50'], r['p99'] / base['p99'], r['bad'], r['total'],
-                r['errors']))
-            dat.write('"%s %s" %.1f %.3f %.3f\n' % (name, path, r['rps'], r['p50'], r['p99']))
+        base = {}
+        for workers, label, r in rows:
+            base.setdefault(workers, {})
+            if label in ('noop', 'dict'):
+                base[workers][label] = r
+            noop, dict_ = base[workers].get('noop'), base[workers].get('dict')
+            print('  %-7d %-8s %9.0f %9.2f %9.2f %9s %9s  %d/%d %s' % (
+                workers, label, r['rps'], r['p50'], r['p99'],
+                '%.2f' % (r['rps'] / noop['rps']) if noop else '-',
+                '%.2f' % (r['rps'] / dict_['rps']) if dict_ else '-',
+                r['bad'], r['total'], r['errors']))
+            dat.write('"%d %s" %.1f %.3f %.3f\n' % (workers, label, r['rps'], r['p50'], r['p99']))
 
 
 if __name__ == '__main__':

@@ -54,7 +54,8 @@ run bench/nginx_embedded.sh 100000 5
 # 5. Overlap under a fixed write latency, T = 1..16; plot.
 run env BENCH_OUT="$out" scripts/with-mongo "$out/overlap" 50 20 1 2 4 8 16
 
-# 6. The sign-up gateway under wrk, memory and MongoDB; plot.
+# 6. The sign-up gateway under wrk: 1, 2 and 4 workers, against a no-store
+# location and ngx.shared.DICT:add; memory, file and MongoDB; plot.
 run env BENCH_OUT="$out" O="$O" scripts/with-mongo /usr/bin/python3 bench/gateway.py 4 16
 
 # 7. Issue 11's costs that grew without bound (decode, types, holds, close).

@@ -44,7 +44,7 @@ def _die_with_parent():
 
 class Gateway:
     def __init__(self, uri=None, workers=1, store_threads=8, timeout_ms=5000,
-                 wait='', wait_threads=32, build=None, extra_locations='',
+                 wait='', wait_threads=32, build=None, extra_locations='', extra_http='',
                  extra_lua_path='', log_level='warn', path=None):
         self.uri = uri or ''
         self.path = path or ''
@@ -55,6 +55,7 @@ class Gateway:
         self.wait_threads = wait_threads
         self.build = build or os.environ.get('RESV_BUILD', 'build')
         self.extra_locations = extra_locations
+        self.extra_http = extra_http
         self.extra_lua_path = extra_lua_path
         self.log_level = log_level
         self.prefix = None
@@ -88,6 +89,7 @@ class Gateway:
             'port': self.port,
             'upstream_port': self.upstream_port,
             'extra_locations': self.extra_locations,
+            'extra_http': self.extra_http,
         }
         with open(os.path.join(HERE, 'nginx.conf.in')) as f:
             template = string.Template(f.read())
