@@ -21,7 +21,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set xtics rotate by -20
 set key top right
-set multiplot layout 1,2 title "Sign-up gateway under wrk (1 nginx worker, 16 connections)"
+set multiplot layout 1,2 title "Sign-up gateway under wrk (1, 2 and 4 nginx workers, 16 connections)"
 set title "throughput"
 set ylabel "requests per second"
 plot dir."/gateway.dat" using 2:xtic(1) title "req/s"
