@@ -90,6 +90,8 @@ local function names(name_of)
 end
 local status_names = names(C.resv_status_name)
 local state_names = names(C.resv_state_name)
+local PENDING = state_names[C.RESV_STATE_PENDING]
+local CONFIRMED = state_names[C.RESV_STATE_CONFIRMED]
 
 local Type = {}
 Type.__index = Type
@@ -126,32 +128,40 @@ end
 -- confirm passes its own owner (ot, oid) and attempt: a `reserved` or
 -- `confirmed` answer is always that owner's, and a reservation held by one
 -- attempt is held by this one, so those strings are reused instead of
--- copied out of C again.
+-- copied out of C again. Each shape is made by one constructor, which
+-- sizes the table once (LuaJIT), instead of growing it field by field.
 local function answer_table(a, ot, oid, attempt)
   local status = status_names[a.status] or tostring(a.status)
   local state = a.state
-  local t = { status = status }
   if state == STATE_NONE then
-    return t
+    return { status = status }
   end
-  local mine = ot ~= nil and status ~= "conflict"
-  t.owner = mine and { tenant = ot, id = oid } or owner_table(a)
-  if state == STATE_PENDING then
-    t.expires_at = exact(a.expires_at)
-    if status == "conflict" then
-      t.state = state_names[state]
-    elseif mine and a.nholds == 1 then
-      t.holds = { attempt }
-    else
-      t.holds = holds_array(a)
-    end
+  local conflict = status == "conflict"
+  local owner
+  if ot ~= nil and not conflict then
+    owner = { tenant = ot, id = oid }
   else
-    t.version = exact(a.version)
-    if status == "conflict" then
-      t.state = state_names[state]
-    end
+    owner = owner_table(a)
   end
-  return t
+  if state == STATE_PENDING then
+    if conflict then
+      return { status = status, owner = owner, state = PENDING,
+               expires_at = exact(a.expires_at) }
+    end
+    local holds
+    if ot ~= nil and a.nholds == 1 then
+      holds = { attempt }
+    else
+      holds = holds_array(a)
+    end
+    return { status = status, owner = owner, expires_at = exact(a.expires_at),
+             holds = holds }
+  end
+  if conflict then
+    return { status = status, owner = owner, state = CONFIRMED,
+             version = exact(a.version) }
+  end
+  return { status = status, owner = owner, version = exact(a.version) }
 end
 
 -- Reads a finished job, frees it and returns the answer or nil, err.
