@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from emulator.auth import User  # noqa: E402
 from emulator.replset import ReplicaSet  # noqa: E402
 from emulator.server import Emulator  # noqa: E402
-from emulator.tls import make_certificates  # noqa: E402
+from emulator.tls import make_certificates, remove_keys  # noqa: E402
 
 
 def main(argv=None):
@@ -70,6 +70,8 @@ def main(argv=None):
     else:
         emulator = Emulator(port=args.port, mongos=args.mongos, verbose=args.verbose,
                             users=users, tls=tls).start()
+    if tls:
+        remove_keys(os.path.dirname(tls[0]))  # loaded: only public files stay
     sys.stdout.write(emulator.uri + '\n')
     sys.stdout.flush()
 

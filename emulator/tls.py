@@ -35,6 +35,16 @@ def make_certificates(directory):
     return ca, cert, key
 
 
+def remove_keys(directory):
+    """Delete all but ca.pem and server.pem once the server has loaded its
+    key: what stays behind after a crash is public."""
+    for name in ('ca.key', 'server.key', 'server.csr', 'server.ext', 'ca.srl'):
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass
+
+
 def server_context(certificate, key):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
