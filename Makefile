@@ -47,6 +47,8 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
 DEB_PACKAGES += liblmdb-dev lmdb-utils
 # The hosts the Lua module is tested in (spec/hosts/).
 DEB_PACKAGES += tarantool
+# The host helpers' tests run in the real hosts.
+DEB_PACKAGES += lua-luv neovim
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
@@ -88,7 +90,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-install test-fuzz asan
+	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-fuzz asan
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -179,6 +181,18 @@ test-lua: $(O)/libresv.so
 # the event loop keeps ticking (against the emulator or MONGODB_URI).
 test-tarantool: $(O)/libresv.so
 	RESV_CPATH="$(O)/?.so;;" scripts/with-mongo tarantool spec/hosts/tarantool_test.lua
+
+# resv's host helpers in the real hosts (spec/hosts/*_test.lua and the
+# examples), against one emulator or MONGODB_URI: resv.luv in Debian's
+# lua-luv under LuaJIT and in headless Neovim.
+.PHONY: test-hosts
+HOSTS_ENV = LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" RESV_CPATH="$(O)/?.so"
+test-hosts: $(O)/libresv.so
+	$(HOSTS_ENV) scripts/with-mongo sh -c '\
+	  $(LUAJIT) spec/hosts/luv_test.lua && \
+	  nvim --headless -u NONE -c "luafile spec/hosts/nvim_test.lua" && \
+	  $(LUAJIT) examples/hosts/luv.lua "$$RESV_TEST_URI" && \
+	  nvim --headless -u NONE -c "luafile examples/hosts/nvim.lua"'
 
 # The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI.
 test-nginx: $(O)/libresv.so

@@ -272,7 +272,7 @@ function _M.timeout()
   if earliest == nil then
     return nil
   end
-  local left = earliest - resv_clock_ms()
+  local left = earliest - tonumber(resv_clock_ms())
   return left > 0 and left or 0
 end
 
