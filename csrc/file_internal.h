@@ -45,10 +45,15 @@ typedef struct resv__file_type {
  * transaction must be aborted, or 0: then *ok says whether answer was
  * filled; when false, err is (RESV_EFORMAT for a record that is not a
  * format-1 reservation, RESV_EINVALID for a new attempt on a reservation
- * with max_holds holds, RESV_ENOMEM) and this request wrote nothing. */
+ * with max_holds holds, RESV_ENOMEM) and this request wrote nothing.
+ * With write_needed not NULL the request only decides (txn may be
+ * read-only): *write_needed says whether it would write, and when it
+ * would, the answer is to be thrown away and the request run again in a
+ * write transaction; when it would not, the answer stands. */
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
                      const resv_request_t *req, int64_t now, int32_t max_holds,
-                     resv_answer_t *answer, resv_error_t *err, bool *ok);
+                     resv_answer_t *answer, resv_error_t *err, bool *ok,
+                     bool *write_needed);
 
 /* Visits up to steps records of the type from where the last visit
  * stopped (wrapping at the end) and deletes the pending reservations that

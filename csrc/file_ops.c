@@ -42,6 +42,8 @@ typedef struct found {
   size_t key_len;
   bson_t bson;              /* static, over LMDB's page */
   resv__mongo_doc_t doc;    /* when present */
+  bool peek;                /* decide only: put and del write nothing */
+  bool write_needed;        /* a peek met a put or a del */
 } found_t;
 
 /* ---- keys ------------------------------------------------------------ */
@@ -219,13 +221,21 @@ static void encode(resv__bw_t *w, const resv_key_t *k, const resv_owner_t *o,
 
 static int put(MDB_txn *txn, MDB_dbi dbi, found_t *f, resv__bw_t *w) {
   MDB_val key = {f->key_len, f->key}, val = {w->len, w->buf};
-  int rc = mdb_put(txn, dbi, &key, &val, 0);
+  int rc = 0;
+  if (f->peek)
+    f->write_needed = true;
+  else
+    rc = mdb_put(txn, dbi, &key, &val, 0);
   resv__bw_free(w);
   return rc;
 }
 
 static int del(MDB_txn *txn, MDB_dbi dbi, found_t *f) {
   MDB_val key = {f->key_len, f->key};
+  if (f->peek) {
+    f->write_needed = true;
+    return 0;
+  }
   return mdb_del(txn, dbi, &key, NULL);
 }
 
@@ -350,9 +360,13 @@ static bool do_get(const found_t *f, int64_t now, resv_answer_t *a, resv_error_t
 
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
                      const resv_request_t *r, int64_t now, int32_t max_holds,
-                     resv_answer_t *a, resv_error_t *err, bool *ok) {
+                     resv_answer_t *a, resv_error_t *err, bool *ok,
+                     bool *write_needed) {
   found_t f;
+  f.peek = write_needed != NULL;
+  f.write_needed = false;
   int rc = lookup(txn, ft->dbi, &r->key, &f, err, ok);
+  if (write_needed) *write_needed = false;
   if (rc || !*ok) return rc;
   switch (r->op) {
   case RESV_OP_RESERVE: rc = do_reserve(txn, ft->dbi, &f, r, now, max_holds, a, err, ok); break;
@@ -363,6 +377,7 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
   default: *ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
   }
   if (f.present) resv__mongo_doc_free(&f.doc);
+  if (write_needed) *write_needed = f.write_needed;
   return rc;
 }
 

@@ -56,7 +56,9 @@
 #define MAX_MAP_SIZE (INT64_C(1) << 44)
 #define DEFAULT_GRACE_MS 60000
 #define MAX_GRACE_MS (INT64_C(1) << 53)
-#define MAX_TYPES 1000   /* named databases, besides "resv" */
+/* Named databases, besides "resv". LMDB zeroes room for each in every
+ * read transaction it begins (about 61 bytes each), so not more. */
+#define MAX_TYPES 256
 #define MAX_READERS 1024 /* read transactions at once, all processes */
 #define RECLAIM_STEPS 2  /* records visited per write */
 #define RECLAIM_CHUNK 32  /* records visited per transaction when full: few
@@ -421,13 +423,20 @@ static const char *op_name(int32_t op) {
   }
 }
 
+/* Runs r in a read-only transaction: a get, or a write that may turn out
+ * to change nothing (a conflict, the owner's confirmed reservation, an
+ * abandon or a release of nothing, a record that is not a reservation):
+ * those answer from the snapshot, a consistent state no later than the
+ * call, without the writer's lock or a commit. *write_needed (NULL for a
+ * get) tells when the write must run in a write transaction after all. */
 static bool read_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                     int64_t now, resv_answer_t *a, resv_error_t *err) {
+                     int64_t now, resv_answer_t *a, resv_error_t *err,
+                     bool *write_needed) {
   MDB_txn *txn;
   bool ok = false;
   int rc = begin_txn(f->env, MDB_RDONLY, &txn);
   if (rc == 0) {
-    rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok);
+    rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, write_needed);
     mdb_txn_abort(txn);
     end_txn(f->env);
   }
@@ -524,7 +533,7 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
     else
-      rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok);
+      rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, NULL);
     if (rc == 0 && ok) rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), RECLAIM_STEPS, &deleted);
     if (rc == 0 && ok)
       rc = mdb_txn_commit(txn);
@@ -552,7 +561,7 @@ static void run_batch(env_t *e, gc_op_t *batch) {
     for (gc_op_t *o = batch; o && rc == 0; o = o->next) {
       size_t deleted = 0;
       rc = resv__file_apply(txn, o->ft, o->req, o->now, o->file->max_holds, o->answer, o->err,
-                            &o->ok);
+                            &o->ok, NULL);
       if (rc == 0 && o->ok)
         rc = resv__file_reclaim(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms), RECLAIM_STEPS,
                                 &deleted);
@@ -608,7 +617,10 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
   file_t *f = backend;
   if (!type_ready(f, type, err)) return false;
   resv__file_type_t *ft = type->backend_state;
-  if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err);
+  if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err, NULL);
+  bool write_needed = true;
+  bool ok = read_one(f, ft, r, now, a, err, &write_needed);
+  if (!write_needed) return ok;
   if (f->env->disk) return write_grouped(f, ft, r, now, a, err);
   return write_one(f, ft, r, now, a, err);
 }
