@@ -61,6 +61,10 @@ run env BENCH_OUT="$out" O="$O" scripts/with-mongo /usr/bin/python3 bench/gatewa
 # 7. Issue 11's costs that grew without bound (decode, types, holds, close).
 run scripts/with-mongo "$out/costs"
 
+# 8. The file store: inline calls against the memory store, bytes per
+#    reservation, sync = disk's group commit against one fsync per call.
+run "$out/filestore" 100000 2
+
 if command -v gnuplot >/dev/null; then
   gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
 fi

@@ -12,7 +12,9 @@
 -- memory store (which answers inline) it calls resv_call into the module's
 -- reused answer buffer, never a job, even in this yieldable phase. A third
 -- pass, the floor, calls resv_call through the FFI with no argument checks
--- and no answer table. The keys are the same strings for both. It answers
+-- and no answer table. Then users:reserve on the file store (sync =
+-- "process", each call its own LMDB write transaction), new keys and held
+-- ones. The keys are the same strings for all. It answers
 -- one "figure <name> <ns per op>" line per measurement (medians over the
 -- rounds) and the resv/dict throughput ratios.
 local ffi = require "ffi"
@@ -31,11 +33,13 @@ local function now_ns()
 end
 
 local _M = {}
-local store, store_raw
+local store, store_raw, store_file
 
 function _M.init_worker()
   store = assert(resv.open())
   store_raw = assert(resv.open())
+  -- The file store (sync = "process"), in a directory the script made.
+  store_file = assert(resv.open { path = ngx.config.prefix() .. "store" })
 end
 
 -- The floor: resv_call through the FFI with a request filled once per key,
@@ -110,7 +114,7 @@ function _M.run()
     keys[i] = { tenant = "", namespace = "email", key = "user" .. i .. "@example.com" }
   end
   local f = { dict_new = {}, resv_new = {}, dict_conflict = {}, resv_conflict = {},
-              raw_new = {}, raw_conflict = {} }
+              raw_new = {}, raw_conflict = {}, file_new = {}, file_conflict = {} }
   for round = 1, rounds do
     rounds_done = rounds_done + 1
     dict:flush_all()
@@ -124,14 +128,17 @@ function _M.run()
     local raw = assert(store_raw:type("bench", "r" .. rounds_done))
     f.raw_new[round] = raw_pass(raw, keys, OWNER, C.RESV_RESERVED)
     f.raw_conflict[round] = raw_pass(raw, keys, OTHER, C.RESV_CONFLICT)
+    local file = assert(store_file:type("bench", "r" .. rounds_done))
+    f.file_new[round] = resv_pass(file, keys, OWNER, "reserved")
+    f.file_conflict[round] = resv_pass(file, keys, OTHER, "conflict")
   end
   local out = {}
   for _, name in ipairs { "dict_new", "resv_new", "dict_conflict", "resv_conflict",
-                          "raw_new", "raw_conflict" } do
+                          "raw_new", "raw_conflict", "file_new", "file_conflict" } do
     f[name] = median(f[name])
     out[#out + 1] = string.format("figure %s_ns %.1f", name, f[name])
   end
-  for _, v in ipairs { "resv", "raw" } do
+  for _, v in ipairs { "resv", "raw", "file" } do
     out[#out + 1] = string.format("figure %s_new_ratio %.3f", v, f.dict_new / f[v .. "_new"])
     out[#out + 1] = string.format("figure %s_conflict_ratio %.3f", v,
                                   f.dict_conflict / f[v .. "_conflict"])

@@ -1,0 +1,259 @@
+/* filestore.c: what the file store costs (SPEC section 6), each figure a
+ * ratio against a baseline measured in the same run.
+ *
+ *   filestore [keys] [seconds]
+ *
+ * 1. reserve of new keys, of the same keys again, and a conflict, one
+ *    thread, wall ns per call: the file store (sync = process) against the
+ *    memory store; median of 3 rounds, each on a fresh type.
+ * 2. bytes of map per live reservation (20-byte key, 10-byte owner id):
+ *    the pages of the type's LMDB database (leaf, branch, overflow) over
+ *    its records, read with LMDB's own mdb_stat.
+ * 3. sync = disk with 1, 8 and 32 writers, each reserving new keys in a
+ *    loop for `seconds`: reservations per second, against "one fsync per
+ *    call", the same writers each committing its own synced LMDB
+ *    transaction per reservation-sized put (what a store without group
+ *    commit would do).
+ *
+ * Every figure is printed as "figure <name> <value>". The store's
+ * directories are made under $TMPDIR (default /tmp) and removed. */
+#include "bench.h"
+
+#include <dirent.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#define ROUNDS 3
+
+static char dir[256];
+
+static void fresh_dir(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/resv-bench-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    exit(1);
+  }
+}
+
+static void remove_dir(void) {
+  char file[300];
+  snprintf(file, sizeof file, "%s/data.mdb", dir);
+  unlink(file);
+  snprintf(file, sizeof file, "%s/lock.mdb", dir);
+  unlink(file);
+  rmdir(dir);
+}
+
+static resv_store_t *open_store(const char *path, int32_t sync, int threads) {
+  resv_options_t o = {.path = path, .sync = sync, .threads = threads,
+                      .map_size = INT64_C(4) << 30};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) bench_die("open", &err);
+  return s;
+}
+
+static resv_type_t *type_of(resv_store_t *s, const char *aggregate) {
+  resv_error_t err;
+  resv_type_t *t = resv_store_type(s, "bench", 5, aggregate, strlen(aggregate), &err);
+  if (!t) bench_die("type", &err);
+  return t;
+}
+
+/* A 20-byte key and a 10-byte owner id, as the DICT comparison uses. */
+static void key_of(char *buf, int i) { snprintf(buf, 21, "k%019d", i); }
+
+static double pass(resv_type_t *t, int n, const char *owner, int32_t expect) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  char key[32];
+  int64_t t0 = bench_wall_ns();
+  for (int i = 0; i < n; i++) {
+    key_of(key, i);
+    resv_request_t r = {.op = RESV_OP_RESERVE,
+                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
+                        .owner = {resv_cstr(""), resv_cstr(owner)},
+                        .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
+    if (!resv_call(t, &r, &a, &err)) bench_die("reserve", &err);
+    if (a.status != expect) bench_expect("reserve", &a, expect);
+  }
+  int64_t t1 = bench_wall_ns();
+  resv_answer_clear(&a);
+  return (double)(t1 - t0) / n;
+}
+
+/* ---- 1. inline calls ---------------------------------------------------- */
+
+static void inline_calls(int n) {
+  double mem[3][ROUNDS], file[3][ROUNDS];
+  fresh_dir();
+  resv_store_t *ms = resv_store_open(&(resv_options_t){0}, NULL);
+  resv_store_t *fs = open_store(dir, RESV_SYNC_PROCESS, 1);
+  for (int round = 0; round < ROUNDS; round++) {
+    char name[32];
+    snprintf(name, sizeof name, "inline%d", round);
+    resv_type_t *tm = type_of(ms, name), *tf = type_of(fs, name);
+    mem[0][round] = pass(tm, n, "owner-0001", RESV_RESERVED);
+    file[0][round] = pass(tf, n, "owner-0001", RESV_RESERVED);
+    mem[1][round] = pass(tm, n, "owner-0001", RESV_RESERVED);
+    file[1][round] = pass(tf, n, "owner-0001", RESV_RESERVED);
+    mem[2][round] = pass(tm, n, "owner-0002", RESV_CONFLICT);
+    file[2][round] = pass(tf, n, "owner-0002", RESV_CONFLICT);
+  }
+  static const char *const names[] = {"reserve_new", "reserve_again", "conflict"};
+  for (int k = 0; k < 3; k++) {
+    double m = bench_median(mem[k], ROUNDS), f = bench_median(file[k], ROUNDS);
+    printf("1. %-14s memory %8.0f ns, file (sync=process) %8.0f ns: %.2fx\n", names[k],
+           m, f, f / m);
+    printf("figure memory_%s_ns %.0f\nfigure file_%s_ns %.0f\n", names[k], m, names[k], f);
+  }
+  resv_store_close(fs);
+  resv_store_close(ms);
+  remove_dir();
+}
+
+/* ---- 2. bytes per live reservation -------------------------------------- */
+
+static void bytes_per_reservation(int n) {
+  fresh_dir();
+  resv_store_t *fs = open_store(dir, RESV_SYNC_PROCESS, 1);
+  pass(type_of(fs, "bytes"), n, "owner-0001", RESV_RESERVED);
+  resv_store_close(fs);
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_stat st;
+  if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
+      mdb_env_set_mapsize(env, (size_t)4 << 30) || mdb_env_open(env, dir, MDB_RDONLY, 0) ||
+      mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) ||
+      mdb_dbi_open(txn, "wow_reservation__bench__bytes", 0, &dbi) || mdb_stat(txn, dbi, &st)) {
+    fprintf(stderr, "bench: cannot read the store with LMDB\n");
+    exit(1);
+  }
+  size_t pages = st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+  double per = (double)pages * st.ms_psize / (double)(st.ms_entries - 1);
+  printf("2. bytes of map per live reservation (%d, 20-byte keys, 10-byte owner id): "
+         "%.1f (%zu pages of %u bytes, depth %u)\n",
+         n, per, pages, st.ms_psize, st.ms_depth);
+  printf("figure file_bytes_per_reservation %.1f\n", per);
+  mdb_txn_abort(txn);
+  mdb_env_close(env);
+  remove_dir();
+}
+
+/* ---- 3. sync = disk: group commit against one fsync per call ------------ */
+
+typedef struct writer {
+  resv_type_t *type;  /* the store's way */
+  MDB_env *env;       /* the baseline's way */
+  MDB_dbi dbi;
+  int id;
+  int64_t until;
+  long done;
+} writer_t;
+
+static void *store_writer(void *arg) {
+  writer_t *w = arg;
+  resv_answer_t a = {0};
+  resv_error_t err;
+  char key[32], owner[16];
+  snprintf(owner, sizeof owner, "w%d", w->id);
+  while (bench_wall_ns() < w->until) {
+    snprintf(key, sizeof key, "w%d-%ld", w->id, w->done);
+    resv_request_t r = {.op = RESV_OP_RESERVE,
+                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
+                        .owner = {resv_cstr(""), resv_cstr(owner)},
+                        .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
+    if (!resv_call(w->type, &r, &a, &err)) bench_die("reserve", &err);
+    bench_expect("reserve", &a, RESV_RESERVED);
+    w->done++;
+  }
+  resv_answer_clear(&a);
+  return NULL;
+}
+
+/* One synced LMDB commit per reservation, of a record of its size. */
+static void *fsync_writer(void *arg) {
+  writer_t *w = arg;
+  char key[32], value[160];
+  memset(value, 'v', sizeof value);
+  while (bench_wall_ns() < w->until) {
+    MDB_txn *txn;
+    snprintf(key, sizeof key, "w%d-%ld", w->id, w->done);
+    MDB_val k = {strlen(key), key}, v = {sizeof value, value};
+    if (mdb_txn_begin(w->env, NULL, 0, &txn) || mdb_put(txn, w->dbi, &k, &v, 0) ||
+        mdb_txn_commit(txn)) {
+      fprintf(stderr, "bench: LMDB write failed\n");
+      exit(1);
+    }
+    w->done++;
+  }
+  return NULL;
+}
+
+static double run_writers(int n, double seconds, bool grouped) {
+  fresh_dir();
+  resv_store_t *s = NULL;
+  MDB_env *env = NULL;
+  MDB_dbi dbi = 0;
+  resv_type_t *t = NULL;
+  if (grouped) {
+    s = open_store(dir, RESV_SYNC_DISK, n);
+    t = type_of(s, "disk");
+  } else {
+    MDB_txn *txn;
+    if (mdb_env_create(&env) || mdb_env_set_mapsize(env, (size_t)4 << 30) ||
+        mdb_env_open(env, dir, 0, 0660) || mdb_txn_begin(env, NULL, 0, &txn) ||
+        mdb_dbi_open(txn, NULL, 0, &dbi) || mdb_txn_commit(txn)) {
+      fprintf(stderr, "bench: cannot open LMDB\n");
+      exit(1);
+    }
+  }
+  writer_t *w = calloc((size_t)n, sizeof *w);
+  pthread_t *threads = calloc((size_t)n, sizeof *threads);
+  int64_t start = bench_wall_ns(), until = start + (int64_t)(seconds * 1e9);
+  for (int i = 0; i < n; i++) {
+    w[i] = (writer_t){.type = t, .env = env, .dbi = dbi, .id = i, .until = until};
+    pthread_create(&threads[i], NULL, grouped ? store_writer : fsync_writer, &w[i]);
+  }
+  long done = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(threads[i], NULL);
+    done += w[i].done;
+  }
+  double elapsed = (double)(bench_wall_ns() - start) / 1e9;
+  if (s) resv_store_close(s);
+  if (env) mdb_env_close(env);
+  free(w);
+  free(threads);
+  remove_dir();
+  return (double)done / elapsed;
+}
+
+static void disk_sync(double seconds) {
+  static const int counts[] = {1, 8, 32};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    int n = counts[i];
+    double base = run_writers(n, seconds, false);
+    double group = run_writers(n, seconds, true);
+    printf("3. sync=disk, %2d writers: %8.0f reservations/s; one fsync per call "
+           "%8.0f/s: %.2fx\n", n, group, base, group / base);
+    printf("figure disk_%d_writers_per_s %.0f\nfigure fsync_per_call_%d_writers_per_s %.0f\n",
+           n, group, n, base);
+  }
+}
+
+int main(int argc, char **argv) {
+  int keys = argc > 1 ? atoi(argv[1]) : 100000;
+  double seconds = argc > 2 ? atof(argv[2]) : 2;
+  printf("filestore: LMDB %s, %d keys, %.1f s per disk run, in %s\n",
+         mdb_version(NULL, NULL, NULL), keys, seconds,
+         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  inline_calls(keys);
+  bytes_per_reservation(keys);
+  disk_sync(seconds);
+  return 0;
+}
