@@ -9,7 +9,10 @@ local resv_luv = require "resv.luv"
 
 local store = assert(resv.open { uri = arg and arg[1] })
 local users = assert(store:type("shop", "user"))
-local run = ("%x"):format(math.random(0, 0x7fffffff) + os.time())
+-- A run id of random bytes: runs against one server never meet.
+local urandom = assert(io.open("/dev/urandom", "rb"))
+local run = urandom:read(6):gsub(".", function(c) return ("%02x"):format(c:byte()) end)
+urandom:close()
 
 -- Watches resv.fd() and calls resv.poll() while tasks are pending.
 local watcher = resv_luv.start(uv)

@@ -29,6 +29,7 @@
 -- opts.on_failure(traceback) gets an error raised in a spawned coroutine
 -- (default: written to io.stderr).
 local resv = require "resv"
+local sched = require "resv.sched"
 
 local io = io
 local type = type
@@ -74,9 +75,13 @@ function _M.start(uv, opts)
       poll:start("r", on_event)
       polling = true
     end
-    -- No deadline while coroutines are pending: they yielded on their own
-    -- and wait for the next turn.
-    timer:start(resv.timeout() or 0, 0, on_event)
+    -- A coroutine that yielded on its own waits for the next turn.
+    local ms = sched.turn_pending() and 0 or resv.timeout()
+    if ms then
+      timer:start(ms, 0, on_event)
+    else
+      timer:stop()
+    end
   end
 
   local function pump()

@@ -10,7 +10,10 @@
 -- own event loop.
 --
 -- A spawned coroutine that yields anything else (a plain
--- coroutine.yield()) is resumed by the next poll(): "wait one frame".
+-- coroutine.yield()) is resumed by the next poll(): "wait one frame";
+-- but a yield of another scheduler's protocol goes to the host helper that
+-- registered it (foreign_yield: resv.cqueues), and cqueues' own with no
+-- such helper ends the coroutine with an error saying so.
 --
 -- An error raised in a spawned coroutine ends that coroutine only. Its
 -- message and traceback are kept and handed out by the next poll() (second
@@ -42,6 +45,7 @@ local co_yield = coroutine.yield
 local traceback = debug.traceback
 local error = error
 local pairs = pairs
+local package = package
 local type = type
 local tonumber = tonumber
 local ffi_gc = ffi.gc
@@ -143,17 +147,69 @@ local function finished(co)
   live = live - 1
 end
 
--- Resumes co with the given arguments and files it by what it did.
-local function step(co, ...)
-  local ok, what = co_resume(co, ...)
+-- Yields of another scheduler's protocol, by their first value (a host
+-- helper's marker): marker -> function(co, ...) that takes the coroutine
+-- over until it resumes it with _M.resume. resv.cqueues registers
+-- cqueues' poll marker this way.
+local foreign = {}
+
+-- A yield of cqueues' poll (cqueues.sleep, a socket or condition wait) in a
+-- spawned coroutine with no resv.cqueues pump to serve it. Treated as
+-- "wait one frame" it would return at once (a sleep of 45 ms instead of
+-- 500), so it ends the coroutine with this error instead.
+local function cqueues_marker()
+  local cq = package.loaded.cqueues
+  return type(cq) == "table" and cq._POLL or nil
+end
+local CQUEUES_REFUSED = "resv.spawn: a cqueues wait (cqueues.sleep, cqueues.poll, a socket "
+  .. "or condition) in a coroutine of resv.spawn, and no resv.cqueues pump serves it: "
+  .. "start one with require(\"resv.cqueues\").start(cq)"
+
+local step
+
+-- Files co by what its resume did.
+local function filed(co, ok, what, ...)
   if not ok then
     failures[#failures + 1] = traceback(co, what)
     finished(co)
   elseif co_status(co) == "dead" then
     finished(co)
   elseif what ~= WAITING then
-    ready[#ready + 1] = co
+    local take = what ~= nil and foreign[what]
+    if take then
+      take(co, ...)
+    elseif what ~= nil and what == cqueues_marker() then
+      failures[#failures + 1] = traceback(co, CQUEUES_REFUSED)
+      finished(co)
+    else
+      ready[#ready + 1] = co
+    end
   end
+end
+
+-- Resumes co with the given arguments and files it by what it did.
+function step(co, ...)
+  filed(co, co_resume(co, ...))
+end
+
+-- For host helpers: marker's yields are handed to take(co, ...) (nil:
+-- no longer), which later resumes co with _M.resume(co, results...).
+function _M.foreign_yield(marker, take)
+  foreign[marker] = take
+end
+
+function _M.resume(co, ...)
+  own_process()
+  if spawned[co] == true and co_status(co) == "suspended" then
+    step(co, ...)
+  end
+end
+
+-- True when a spawned coroutine yielded on its own and waits for the next
+-- poll (a host with an event loop polls again on its next turn).
+function _M.turn_pending()
+  own_process()
+  return ready[1] ~= nil
 end
 
 function _M.spawn(fn, ...)
