@@ -58,6 +58,7 @@ bool resv__answer_set(resv_answer_t *a, int32_t status, int32_t state,
   a->version = version;
   a->holds = nholds ? out_holds : NULL;
   a->nholds = nholds;
+  a->count = 0;
   return true;
 }
 

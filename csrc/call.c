@@ -45,3 +45,8 @@ bool resv_get(resv_type_t *type, const resv_key_t *key, resv_answer_t *answer,
   resv_request_t r = {.op = RESV_OP_GET, .key = *key};
   return resv_call(type, &r, answer, err);
 }
+
+bool resv_sweep(resv_type_t *type, resv_answer_t *answer, resv_error_t *err) {
+  resv_request_t r = {.op = RESV_OP_SWEEP};
+  return resv_call(type, &r, answer, err);
+}

@@ -56,7 +56,8 @@ const char *resv_code_name(int32_t code) {
 const char *resv_status_name(int32_t status) {
   static const char *const names[] = {
       "none", "reserved", "confirmed", "conflict", "abandoned",
-      "kept", "absent",   "released",  "pending",  "expired"};
+      "kept", "absent",   "released",  "pending",  "expired",
+      "swept"};
   if (status < 0 || (size_t)status >= sizeof names / sizeof names[0]) return "unknown";
   return names[status];
 }

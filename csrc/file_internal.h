@@ -63,6 +63,14 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
 int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
                        size_t steps, size_t *deleted);
 
+/* The walk of resv__file_reclaim from the key at[0..*at_len) (0: the
+ * first), in database dbi: visits up to steps records, deletes the
+ * reclaimable ones, then stores where it stopped into at (*at_len 0 at
+ * the end). sweep walks a whole type with it, chunk by chunk. */
+int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
+                    size_t *at_len, int64_t limit, size_t steps,
+                    size_t *deleted);
+
 /* Checks the format record of a type's database (the document
  * {_id: "format", format: 1}); writes it when there is none. Returns an
  * LMDB error code, or 0 with *ok false and err filled (RESV_EFORMAT) for

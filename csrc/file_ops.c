@@ -401,15 +401,16 @@ static bool reclaimable(const MDB_val *key, const MDB_val *val, int64_t limit) {
   return true;
 }
 
-int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
-                       size_t steps, size_t *deleted) {
+int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
+                    size_t *at_len, int64_t limit, size_t steps,
+                    size_t *deleted) {
   MDB_cursor *c;
   MDB_val key, val;
-  int rc = mdb_cursor_open(txn, ft->dbi, &c);
+  int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
-  if (ft->sweep_len) {
-    key.mv_data = ft->sweep_at;
-    key.mv_size = ft->sweep_len;
+  if (*at_len) {
+    key.mv_data = at;
+    key.mv_size = *at_len;
     rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
   } else {
     rc = mdb_cursor_get(c, &key, &val, MDB_FIRST);
@@ -422,14 +423,20 @@ int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
   }
   if (rc == MDB_NOTFOUND) {
-    ft->sweep_len = 0; /* the end: the next walk starts again */
+    *at_len = 0; /* the end: the next walk starts again */
     rc = 0;
   } else if (rc == 0) {
-    memcpy(ft->sweep_at, key.mv_data, key.mv_size);
-    ft->sweep_len = key.mv_size;
+    memcpy(at, key.mv_data, key.mv_size);
+    *at_len = key.mv_size;
   }
   mdb_cursor_close(c);
   return rc;
+}
+
+int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
+                       size_t steps, size_t *deleted) {
+  return resv__file_walk(txn, ft->dbi, ft->sweep_at, &ft->sweep_len, limit,
+                         steps, deleted);
 }
 
 /* ---- the format record --------------------------------------------------- */

@@ -63,6 +63,7 @@
 #define RECLAIM_STEPS 2  /* records visited per write */
 #define RECLAIM_CHUNK 32  /* records visited per transaction when full: few
                            * pages each, freed for the next one */
+#define SWEEP_CHUNK 1024 /* records visited per transaction by sweep */
 #define RECLAIM_WHEN_FULL 1000000   /* at most, when the map is full */
 #define READER_CHECK_MS 1000
 /* Past map_size, a write that can add data finds room only in pages
@@ -611,6 +612,44 @@ static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t
   return op.ok;
 }
 
+/* sweep: the whole type, SWEEP_CHUNK records per write transaction (so
+ * other writers run between chunks); a chunk the full map refuses runs
+ * again one record at a time. */
+static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *a,
+                  resv_error_t *err) {
+  env_t *e = f->env;
+  unsigned char at[RESV__FILE_KEY_MAX + 1];
+  size_t at_len = 0, deleted = 0, chunk = SWEEP_CHUNK;
+  int64_t limit = resv__add_ms_sat(now, -f->grace_ms);
+  do {
+    unsigned char before[RESV__FILE_KEY_MAX + 1];
+    size_t before_len = at_len, n = 0;
+    memcpy(before, at, at_len);
+    MDB_txn *txn;
+    check_readers(e, false);
+    int rc = begin_txn(e, 0, &txn);
+    if (rc) return lmdb_fail(e, err, rc, "sweep");
+    rc = resv__file_walk(txn, ft->dbi, at, &at_len, limit, chunk, &n);
+    if (rc == 0)
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+    end_txn(e);
+    if (rc == MDB_MAP_FULL && chunk > 1) {
+      memcpy(at, before, before_len); /* the chunk did not happen */
+      at_len = before_len;
+      chunk = 1;
+      continue;
+    }
+    if (rc) return lmdb_fail(e, err, rc, "sweep");
+    deleted += n;
+    if (chunk < SWEEP_CHUNK) chunk *= 2;
+  } while (at_len);
+  if (!resv__answer_status(a, RESV_SWEPT, err)) return false;
+  a->count = (int64_t)deleted;
+  return true;
+}
+
 static bool file_execute(void *backend, resv_type_t *type, const resv_request_t *r,
                          int64_t now, int64_t deadline, resv_answer_t *a,
                          resv_error_t *err) {
@@ -618,6 +657,7 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
   if (!type_ready(f, type, err)) return false;
   resv__file_type_t *ft = type->backend_state;
   if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err, NULL);
+  if (r->op == RESV_OP_SWEEP) return sweep(f, ft, now, a, err);
   bool write_needed = true;
   bool ok = read_one(f, ft, r, now, a, err, &write_needed);
   if (!write_needed) return ok;

@@ -21,6 +21,10 @@
  * so their number is bounded: 50,000 unbounded holds made a memory-store
  * reserve take over a millisecond and a MongoDB document megabytes. */
 #define RESV__DEFAULT_MAX_HOLDS 100
+/* sweep_grace_ms: how long an expired pending reservation stays before
+ * reclaiming or a sweep may delete it; at most 2^53 (a Lua number). */
+#define RESV__DEFAULT_GRACE_MS 60000
+#define RESV__MAX_GRACE_MS (INT64_C(1) << 53)
 /* How long a waiter waits past a call's deadline for the worker to answer
  * it itself (its own timeout fires at the deadline) before it answers
  * RESV_ETIMEOUT on its own. */
@@ -124,6 +128,10 @@ typedef struct resv__backend_ops {
                   int64_t now, int64_t deadline, resv_answer_t *answer,
                   resv_error_t *err);
   void (*describe)(void *backend, char *buf, size_t size);
+  /* Adds the type's live entries (records) and the bytes they take to
+   * *entries and *bytes. NULL for a store that keeps nothing locally. */
+  void (*usage)(void *backend, resv_type_t *type, int64_t *entries,
+                int64_t *bytes);
   bool (*is_sharded)(void *backend);
   /* Lets go of the network (connections, driver threads) once no call
    * runs any more; describe and destroy still work after. May be NULL. */
@@ -158,6 +166,10 @@ struct resv_type {
   char collection[RESV__MAX_NAMESPACE + 1];
   void *backend_state; /* owned by the backend (type_init/type_free) */
 };
+
+/* The entries and bytes of every type of the store (the backend's usage
+ * op); false, both -1, for a store without one (MongoDB). */
+bool resv__store_usage(resv_store_t *store, int64_t *entries, int64_t *bytes);
 
 /* Stores being torn down by resv_store_close's reaper threads (for
  * tests; the process waits for them at exit). */

@@ -14,8 +14,19 @@
  * confirm matches a reservation only when it is the owner's or pending and
  * expired (expires_at <= now), and otherwise meets it as a conflict; an
  * abandon pulls its hold and deletes only a pending reservation of the
- * owner left without holds. Expired reservations stay until taken over,
- * abandoned or released, exactly as their documents stay in MongoDB. */
+ * owner left without holds.
+ *
+ * Reclaiming (SPEC section 6): a pending reservation expired for at least
+ * sweep_grace_ms is deleted on its own, so memory is bounded by what is
+ * live. Every call, under the stripe lock it already holds, visits the
+ * next RECLAIM_BUCKETS buckets of the stripe from a cursor that walks the
+ * stripe round and round: amortised O(1) per call, never a pause
+ * proportional to the store's size. Each call adds at most one entry and
+ * the load factor is at most one, so a stripe's walk comes round within
+ * nbuckets / RECLAIM_BUCKETS calls to it, and the dead entries it carries
+ * are bounded by the entries made in one round. A stripe that emptied
+ * gives back buckets (halving at an eighth full). sweep (RESV_OP_SWEEP)
+ * walks every stripe at once, for whoever wants the count. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -24,6 +35,8 @@
 
 #define STRIPES 64 /* a power of two */
 #define INITIAL_BUCKETS 16
+/* Buckets a call visits for reclaiming; see the comment at the top. */
+#define RECLAIM_BUCKETS 2
 
 /* An entry is one allocation: the header, then its bytes in data_: the
  * key (tenant, namespace, key), the owner (tenant, id), then each hold as
@@ -48,6 +61,8 @@ typedef struct stripe {
   entry_t **buckets;
   size_t nbuckets; /* a power of two */
   size_t count;
+  size_t bytes;    /* of its entries (header and data) and buckets */
+  size_t cursor;   /* the next bucket the reclaiming walk visits */
 } stripe_t;
 
 typedef struct table {
@@ -66,6 +81,7 @@ typedef struct lazy_table {
  * only the options its calls read. */
 typedef struct memory {
   int32_t max_holds;
+  int64_t grace_ms; /* sweep_grace_ms */
 } memory_t;
 
 /* ---- keys ----------------------------------------------------------- */
@@ -191,7 +207,8 @@ static entry_t *new_entry(uint64_t hash, const resv_key_t *k,
 /* Makes room for `more` bytes in the entry at *slot, moving it if it must
  * (the slot is updated; the chain's link is in the entry and moves with
  * it). Returns the entry, or NULL (entry unchanged) without memory. */
-static entry_t *make_room(entry_t **slot, size_t more, resv_error_t *err) {
+static entry_t *make_room(stripe_t *s, entry_t **slot, size_t more,
+                          resv_error_t *err) {
   entry_t *e = *slot;
   if (e->used + more <= e->cap) return e;
   size_t cap = e->cap * 2 > e->used + more ? e->cap * 2 : e->used + more;
@@ -200,6 +217,7 @@ static entry_t *make_room(entry_t **slot, size_t more, resv_error_t *err) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a hold");
     return NULL;
   }
+  s->bytes += cap - e->cap;
   e->cap = cap;
   *slot = e;
   return e;
@@ -221,11 +239,11 @@ static bool has_hold(const entry_t *e, const resv_str_t *attempt) {
 }
 
 /* Adds attempt to the holds of the entry at *slot unless it is there. */
-static entry_t *add_hold(entry_t **slot, const resv_str_t *attempt,
+static entry_t *add_hold(stripe_t *s, entry_t **slot, const resv_str_t *attempt,
                          resv_error_t *err) {
   entry_t *e = *slot;
   if (has_hold(e, attempt)) return e;
-  if (!(e = make_room(slot, hold_size(attempt), err))) return NULL;
+  if (!(e = make_room(s, slot, hold_size(attempt), err))) return NULL;
   put_hold(e, attempt);
   return e;
 }
@@ -248,14 +266,14 @@ static void pull_hold(entry_t *e, const resv_str_t *attempt) {
 /* Gives the entry at *slot to owner, without holds, with room for `extra`
  * more bytes (a first hold). Returns the entry (maybe moved), or NULL
  * without memory, the entry then unchanged. */
-static entry_t *set_owner(entry_t **slot, const resv_owner_t *o, size_t extra,
-                          resv_error_t *err) {
+static entry_t *set_owner(stripe_t *s, entry_t **slot, const resv_owner_t *o,
+                          size_t extra, resv_error_t *err) {
   entry_t *e = *slot;
   size_t start = key_size(e), size = o->tenant.len + o->id.len;
   if (start + size + extra > e->cap) {
     size_t used = e->used;
     e->used = start; /* nothing after the key needs keeping */
-    if (!(e = make_room(slot, size + extra, err))) {
+    if (!(e = make_room(s, slot, size + extra, err))) {
       (*slot)->used = used;
       return NULL;
     }
@@ -280,16 +298,18 @@ static entry_t **find_slot(stripe_t *s, uint64_t hash, const resv_key_t *k,
     if (!writes) return none;
     if (!(s->buckets = calloc(INITIAL_BUCKETS, sizeof *s->buckets))) return NULL;
     s->nbuckets = INITIAL_BUCKETS;
+    s->bytes += INITIAL_BUCKETS * sizeof *s->buckets;
   }
   entry_t **slot = &s->buckets[(hash >> 6) & (s->nbuckets - 1)];
   while (*slot && !entry_is(*slot, hash, k)) slot = &(*slot)->next;
   return slot;
 }
 
-static void grow(stripe_t *s) {
-  size_t n = s->nbuckets * 2;
+/* Rehashes the stripe's chains into n buckets (twice or half as many).
+ * Without memory it stays as it is: slower or bigger, still correct. */
+static void rehash(stripe_t *s, size_t n) {
   entry_t **buckets = calloc(n, sizeof *buckets);
-  if (!buckets) return; /* stay at this size: slower, still correct */
+  if (!buckets) return;
   for (size_t i = 0; i < s->nbuckets; i++) {
     entry_t *e = s->buckets[i];
     while (e) {
@@ -301,22 +321,79 @@ static void grow(stripe_t *s) {
     }
   }
   free(s->buckets);
+  s->bytes = s->bytes - s->nbuckets * sizeof *buckets + n * sizeof *buckets;
   s->buckets = buckets;
   s->nbuckets = n;
+  s->cursor &= n - 1;
 }
 
 /* Links the new entry e at slot (the end of its chain). The stripe may
  * grow, which moves the chains: slot is stale afterwards. */
 static void link_new(stripe_t *s, entry_t **slot, entry_t *e) {
   *slot = e;
-  if (++s->count > s->nbuckets) grow(s);
+  s->bytes += sizeof *e + e->cap;
+  if (++s->count > s->nbuckets) rehash(s, s->nbuckets * 2);
 }
 
 static void unlink_entry(stripe_t *s, entry_t **slot) {
   entry_t *e = *slot;
   *slot = e->next;
   s->count--;
+  s->bytes -= sizeof *e + e->cap;
   free(e);
+}
+
+/* ---- reclaiming ------------------------------------------------------ */
+
+/* A pending reservation whose expiry is at or before limit (now minus
+ * the grace): free to take for so long that it may go. */
+static bool reclaimable(const entry_t *e, int64_t limit) {
+  return !e->confirmed && e->expires_at <= limit;
+}
+
+/* Deletes the reclaimable entries of bucket b; returns how many. */
+static size_t reclaim_bucket(stripe_t *s, size_t b, int64_t limit) {
+  size_t n = 0;
+  entry_t **slot = &s->buckets[b];
+  while (*slot) {
+    if (reclaimable(*slot, limit)) {
+      unlink_entry(s, slot);
+      n++;
+    } else {
+      slot = &(*slot)->next;
+    }
+  }
+  return n;
+}
+
+/* A stripe at an eighth of its buckets or less gives half of them back
+ * (the hysteresis against growing again is a factor of four). */
+static void maybe_shrink(stripe_t *s) {
+  if (s->nbuckets > INITIAL_BUCKETS && s->count * 8 <= s->nbuckets)
+    rehash(s, s->nbuckets / 2);
+}
+
+/* A call's share of the walk: the next RECLAIM_BUCKETS buckets. */
+static void reclaim_step(stripe_t *s, int64_t limit) {
+  if (!s->buckets) return;
+  size_t n = 0;
+  for (int i = 0; i < RECLAIM_BUCKETS; i++) {
+    n += reclaim_bucket(s, s->cursor, limit);
+    s->cursor = (s->cursor + 1) & (s->nbuckets - 1);
+  }
+  if (n) maybe_shrink(s);
+}
+
+/* Every bucket of the stripe; returns how many entries went. */
+static size_t reclaim_all(stripe_t *s, int64_t limit) {
+  size_t n = 0;
+  for (size_t b = 0; b < s->nbuckets; b++) n += reclaim_bucket(s, b, limit);
+  while (n && s->nbuckets > INITIAL_BUCKETS && s->count * 8 <= s->nbuckets) {
+    size_t before = s->nbuckets;
+    maybe_shrink(s);
+    if (s->nbuckets == before) break; /* no memory to rehash: stay */
+  }
+  return n;
 }
 
 /* ---- answers -------------------------------------------------------- */
@@ -365,7 +442,7 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
   if (e && e->expires_at > now) { /* our live pending one: join it */
     if (e->nholds >= (uint32_t)max_holds && !has_hold(e, &r->attempt))
       return resv__fail_holds_full(err, max_holds);
-    if (!(e = add_hold(slot, &r->attempt, err))) return false;
+    if (!(e = add_hold(s, slot, &r->attempt, err))) return false;
     if (expires > e->expires_at) e->expires_at = expires;
     return answer_entry(a, RESV_RESERVED, e, true, err);
   }
@@ -374,7 +451,7 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
     if (!(e = new_entry(hash, &r->key, &r->owner, &r->attempt, err))) return false;
     link_new(s, slot, e);
   } else {
-    if (!(e = set_owner(slot, &r->owner, hold_size(&r->attempt), err))) return false;
+    if (!(e = set_owner(s, slot, &r->owner, hold_size(&r->attempt), err))) return false;
     put_hold(e, &r->attempt);
   }
   e->confirmed = false;
@@ -395,7 +472,7 @@ static bool do_confirm(stripe_t *s, entry_t **slot, uint64_t hash,
     if (!(e = new_entry(hash, &r->key, &r->owner, NULL, err))) return false;
     link_new(s, slot, e);
   } else if (!owned_by(e, &r->owner)) {
-    if (!(e = set_owner(slot, &r->owner, 0, err))) return false;
+    if (!(e = set_owner(s, slot, &r->owner, 0, err))) return false;
   } else {
     clear_holds(e);
   }
@@ -474,11 +551,28 @@ static table_t *type_table(lazy_table_t *lazy, bool make, resv_error_t *err) {
   return t;
 }
 
+/* sweep: every stripe in turn, each under its lock for its walk. */
+static bool do_sweep(table_t *t, int64_t limit, resv_answer_t *a, resv_error_t *err) {
+  int64_t n = 0;
+  for (size_t i = 0; t && i < STRIPES; i++) {
+    stripe_t *s = &t->stripes[i];
+    pthread_mutex_lock(&s->mutex);
+    n += (int64_t)reclaim_all(s, limit);
+    pthread_mutex_unlock(&s->mutex);
+  }
+  if (!resv__answer_status(a, RESV_SWEPT, err)) return false;
+  a->count = n;
+  return true;
+}
+
 static bool memory_execute(void *backend, resv_type_t *type,
                            const resv_request_t *r, int64_t now,
                            int64_t deadline, resv_answer_t *a, resv_error_t *err) {
+  const memory_t *m = backend;
+  int64_t limit = resv__add_ms_sat(now, -m->grace_ms);
   bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
   table_t *t = type_table(type->backend_state, writes, err);
+  if (r->op == RESV_OP_SWEEP) return do_sweep(t, limit, a, err);
   if (!t && writes) return false;
   if (!t) { /* nothing was ever written: every key is absent */
     if (r->op == RESV_OP_ABANDON || r->op == RESV_OP_RELEASE || r->op == RESV_OP_GET)
@@ -497,7 +591,7 @@ static bool memory_execute(void *backend, resv_type_t *type,
   }
   switch (r->op) {
   case RESV_OP_RESERVE:
-    ok = do_reserve(s, slot, hash, r, now, ((const memory_t *)backend)->max_holds, a, err);
+    ok = do_reserve(s, slot, hash, r, now, m->max_holds, a, err);
     break;
   case RESV_OP_CONFIRM: ok = do_confirm(s, slot, hash, r, now, a, err); break;
   case RESV_OP_ABANDON: ok = do_abandon(s, slot, r, a, err); break;
@@ -505,6 +599,8 @@ static bool memory_execute(void *backend, resv_type_t *type,
   case RESV_OP_GET: ok = do_get(*slot, now, a, err); break;
   default: ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
   }
+  /* After the call (its slot may be reclaimed or moved by the step). */
+  reclaim_step(s, limit);
   pthread_mutex_unlock(&s->mutex);
   return ok;
 }
@@ -527,6 +623,21 @@ static bool memory_type_init(void *backend, resv_type_t *type, resv_error_t *err
   return true;
 }
 
+static void memory_usage(void *backend, resv_type_t *type, int64_t *entries,
+                         int64_t *bytes) {
+  lazy_table_t *lazy = type->backend_state;
+  table_t *t = lazy ? atomic_load_explicit(&lazy->table, memory_order_acquire) : NULL;
+  if (!t) return;
+  *bytes += (int64_t)sizeof *t;
+  for (size_t i = 0; i < STRIPES; i++) {
+    stripe_t *s = &t->stripes[i];
+    pthread_mutex_lock(&s->mutex);
+    *entries += (int64_t)s->count;
+    *bytes += (int64_t)s->bytes;
+    pthread_mutex_unlock(&s->mutex);
+  }
+}
+
 static void memory_describe(void *backend, char *buf, size_t size) {
   snprintf(buf, size, "resv store (memory)");
 }
@@ -540,6 +651,7 @@ static const resv__backend_ops_t memory_ops = {
     .type_free = memory_type_free,
     .execute = memory_execute,
     .describe = memory_describe,
+    .usage = memory_usage,
     .is_sharded = NULL,
     .destroy = memory_destroy,
 };
@@ -552,6 +664,7 @@ void *resv__memory_open(const resv_options_t *options,
     return NULL;
   }
   m->max_holds = options->max_holds;
+  m->grace_ms = options->sweep_grace_ms;
   *ops = &memory_ops;
   return m;
 }

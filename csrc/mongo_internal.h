@@ -27,6 +27,7 @@ typedef struct resv__mongo {
   char hosts[256]; /* "host:port,host:port" for describe */
   bson_t *conforms; /* resv__mongo_conforms_new, in every write's filter */
   int32_t max_holds; /* the store's option: most holds of a reservation */
+  int64_t grace_ms;  /* sweep_grace_ms: what sweep leaves of the expired */
   /* Each dispatcher thread's client and last collection handle
    * (mongo_store.c), kept between jobs; the key's destructor gives the
    * client back to the pool when the thread ends. */

@@ -720,6 +720,44 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
   return ok;
 }
 
+/* sweep: one delete of every conforming pending reservation expired at
+ * or before now - grace. { expires_at: { $lte: L } } never matches null
+ * or a missing field (a confirmed one), the conformance predicate keeps
+ * every document that is not a format-1 reservation (the format record
+ * included) out, and the server checks the filter again on each document
+ * as it deletes it, so one taken over in between stays. */
+static bool sweep(const resv__mongo_t *m, mongoc_collection_t *coll,
+                  int64_t now, int64_t deadline, resv_answer_t *answer,
+                  resv_error_t *err) {
+  resv__bw_t w, ow;
+  bson_t filter, reply, opts;
+  bson_error_t error;
+  bool ok;
+
+  resv__bw_init(&ow);
+  if (!put_max_time(&ow, deadline, "sweep", err)) {
+    resv__bw_free(&ow);
+    return false;
+  }
+  resv__bw_finish(&ow, &opts);
+  resv__bw_init(&w);
+  size_t lte = resv__bw_doc(&w, K("expires_at"));
+  resv__bw_int64(&w, K("$lte"), resv__add_ms_sat(now, -m->grace_ms));
+  resv__bw_end(&w, lte);
+  put_conforms(&w, m);
+  resv__bw_finish(&w, &filter);
+  ok = mongoc_collection_delete_many(coll, &filter, &opts, &reply, &error);
+  if (!ok) {
+    resv__mongo_fail_reply(m, err, &error, &reply, deadline, "sweep");
+  } else if ((ok = resv__answer_status(answer, RESV_SWEPT, err))) {
+    answer->count = reply_count(&reply, "deletedCount");
+  }
+  bson_destroy(&reply);
+  resv__bw_free(&w);
+  resv__bw_free(&ow);
+  return ok;
+}
+
 bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_request_t *req, int64_t now,
                      int64_t deadline, resv_answer_t *answer,
@@ -734,6 +772,8 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
     return release(m, coll, req, deadline, answer, err);
   case RESV_OP_GET:
     return get(m, coll, req, now, deadline, answer, err);
+  case RESV_OP_SWEEP:
+    return sweep(m, coll, now, deadline, answer, err);
   default:
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d",
                       (int)req->op);

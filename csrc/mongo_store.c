@@ -313,6 +313,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
   m->conforms = resv__mongo_conforms_new();
   m->max_holds = options->max_holds;
+  m->grace_ms = options->sweep_grace_ms;
 
   set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);

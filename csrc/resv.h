@@ -57,7 +57,8 @@ typedef enum resv_status {
   RESV_ABSENT = 6,    /* abandon, release, get: no such reservation */
   RESV_RELEASED = 7,  /* release: deleted */
   RESV_PENDING = 8,   /* get: pending and live */
-  RESV_EXPIRED = 9    /* get: pending past its expiry, free to take */
+  RESV_EXPIRED = 9,   /* get: pending past its expiry, free to take */
+  RESV_SWEPT = 10     /* sweep: done; count says how many were deleted */
 } resv_status_t;
 
 /* The state of the reservation an answer describes. */
@@ -97,6 +98,7 @@ typedef struct resv_answer {
   resv_str_t owner_id;
   const resv_str_t *holds; /* pending: the attempts holding it */
   size_t nholds;
+  int64_t count;        /* sweep: the reservations deleted; otherwise 0 */
   char *storage_;        /* private */
   size_t storage_cap_;   /* private */
 } resv_answer_t;
@@ -211,13 +213,14 @@ typedef enum resv_op {
   RESV_OP_CONFIRM = 2,
   RESV_OP_ABANDON = 3,
   RESV_OP_RELEASE = 4,
-  RESV_OP_GET = 5
+  RESV_OP_GET = 5,
+  RESV_OP_SWEEP = 6  /* the type's pending reservations expired past the grace */
 } resv_op_t;
 
 /* One call. Which fields count depends on op:
  *   reserve: key, owner, attempt, ttl_ms     confirm: key, owner, version
  *   abandon: key, owner, attempt             release: key, owner
- *   get:     key                                                       */
+ *   get:     key                             sweep: none (a whole type)  */
 typedef struct resv_request {
   int32_t op; /* resv_op_t */
   resv_key_t key;
@@ -365,6 +368,13 @@ bool resv_release(resv_type_t *type, const resv_key_t *key,
                   resv_error_t *err);
 bool resv_get(resv_type_t *type, const resv_key_t *key,
               resv_answer_t *answer, resv_error_t *err);
+/* Deletes the type's pending reservations whose expiry is at least
+ * sweep_grace_ms in the past (SPEC section 5), never a confirmed one, a
+ * live one or a record that is not a format-1 reservation. Answers
+ * RESV_SWEPT with answer->count the number deleted. On the memory store
+ * it visits every entry of the type (each stripe under its lock in turn);
+ * on MongoDB it is one delete command. */
+bool resv_sweep(resv_type_t *type, resv_answer_t *answer, resv_error_t *err);
 
 /* A resv_str_t of a NUL-terminated C string. */
 resv_str_t resv_cstr(const char *s);

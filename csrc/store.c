@@ -87,6 +87,12 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
     return NULL;
   }
+  if (o.sweep_grace_ms < 0 || o.sweep_grace_ms > RESV__MAX_GRACE_MS) {
+    resv__fail(err, RESV_EINVALID, "sweep_grace_ms: must be from 0 to 2^53, got %lld",
+               (long long)o.sweep_grace_ms);
+    return NULL;
+  }
+  if (!o.sweep_grace_ms) o.sweep_grace_ms = RESV__DEFAULT_GRACE_MS;
   if (!o.threads) o.threads = RESV__DEFAULT_THREADS;
   if (!o.queue) o.queue = RESV__DEFAULT_QUEUE;
   if (!o.timeout_ms) o.timeout_ms = RESV__DEFAULT_TIMEOUT_MS;
@@ -380,6 +386,18 @@ resv_type_t *resv_store_type(resv_store_t *store, const char *context,
 }
 
 const char *resv_type_collection(const resv_type_t *type) { return type->collection; }
+
+bool resv__store_usage(resv_store_t *store, int64_t *entries, int64_t *bytes) {
+  *entries = *bytes = -1;
+  if (!store->ops->usage) return false;
+  *entries = *bytes = 0;
+  pthread_mutex_lock(&store->types_mutex);
+  for (size_t b = 0; b < store->type_nbuckets; b++)
+    for (resv_type_t *type = store->type_buckets[b]; type; type = type->next)
+      store->ops->usage(store->backend, type, entries, bytes);
+  pthread_mutex_unlock(&store->types_mutex);
+  return true;
+}
 
 /* ---- calls ---------------------------------------------------------- */
 

@@ -68,11 +68,12 @@ static bool check_string(const char *what, const resv_str_t *s, bool required,
 bool resv__validate_request(const resv_request_t *req, size_t max,
                             resv_error_t *err) {
   if (!req) return resv__fail(err, RESV_EINVALID, "request: NULL");
-  if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_GET)
+  if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_SWEEP)
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)req->op);
   if (req->timeout_ms < 0 || req->timeout_ms > RESV__MAX_TIMEOUT_MS)
     return resv__fail(err, RESV_EINVALID, "timeout_ms: must be from 1 to %d, got %lld",
                       RESV__MAX_TIMEOUT_MS, (long long)req->timeout_ms);
+  if (req->op == RESV_OP_SWEEP) return true; /* a whole type: no key */
   if (!check_string("key.tenant", &req->key.tenant, false, max, err) ||
       !check_string("key.namespace", &req->key.ns, true, max, err) ||
       !check_string("key.key", &req->key.key, true, max, err))

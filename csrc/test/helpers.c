@@ -126,3 +126,20 @@ bool test_holds_are(const resv_answer_t *a, size_t n, const char *const *attempt
   }
   return true;
 }
+
+void test_forget_reclaimable(resv_type_t *t, const resv_key_t *k, int64_t limit) {
+  resv_request_t r = {.op = RESV_OP_GET, .key = *k};
+  resv_answer_t a = {0};
+  resv_error_t err;
+  ck_assert_msg(resv_call(t, &r, &a, &err), "get: %s", err.message);
+  if (a.state == RESV_STATE_PENDING && a.expires_at <= limit) {
+    resv_request_t rel = {.op = RESV_OP_RELEASE, .key = *k,
+                          .owner = {a.owner_tenant, a.owner_id}};
+    resv_answer_t b = {0};
+    ck_assert_msg(resv_call(t, &rel, &b, &err), "release: %s", err.message);
+    /* absent: the get's own reclaiming step took it (memory store). */
+    ck_assert(b.status == RESV_RELEASED || b.status == RESV_ABSENT);
+    resv_answer_clear(&b);
+  }
+  resv_answer_clear(&a);
+}

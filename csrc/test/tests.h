@@ -20,6 +20,7 @@ Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(voi
 Suite *mongo_replset_suite(void), *failover_suite(void), *deploy_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
+Suite *sweep_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
@@ -58,5 +59,12 @@ void test_get(resv_type_t *t, const char *key, resv_answer_t *a);
  * order (n of them). */
 bool test_holds_are(const resv_answer_t *a, size_t n, const char *const *attempts);
 bool test_str_is(resv_str_t s, const char *want);
+
+/* The differential tests' view of SPEC section 5: past the grace, an
+ * expired reservation and none are the same. Releases k's reservation
+ * when it is pending and expired at or before limit (the latest clock
+ * of the run minus the grace: what a store may have reclaimed by now),
+ * so that two stores that reclaim at different times compare alike. */
+void test_forget_reclaimable(resv_type_t *t, const resv_key_t *k, int64_t limit);
 
 #endif

@@ -74,6 +74,8 @@ local OP_CONFIRM = C.RESV_OP_CONFIRM
 local OP_ABANDON = C.RESV_OP_ABANDON
 local OP_RELEASE = C.RESV_OP_RELEASE
 local OP_GET = C.RESV_OP_GET
+local OP_SWEEP = C.RESV_OP_SWEEP
+local STATUS_SWEPT = C.RESV_SWEPT
 
 local STATE_NONE = C.RESV_STATE_NONE
 local STATE_PENDING = C.RESV_STATE_PENDING
@@ -134,6 +136,9 @@ local function answer_table(a, ot, oid, attempt)
   local status = status_names[a.status] or tostring(a.status)
   local state = a.state
   if state == STATE_NONE then
+    if a.status == STATUS_SWEPT then
+      return { status = status, count = exact(a.count) }
+    end
     return { status = status }
   end
   local conflict = status == "conflict"
@@ -382,6 +387,13 @@ function Type:get(key, opts)
   local kt, kn, kk = key_fields(key)
   if not kt then return nil, kn end
   return call(self, OP_GET, 0, 0, opts, kt, kn, kk, "", "", "")
+end
+
+-- Deletes the type's pending reservations expired for sweep_grace_ms or
+-- more: { status = "swept", count = n }, or nil, err.
+function Type:sweep(opts)
+  check_type(self, "sweep")
+  return call(self, OP_SWEEP, 0, 0, opts, "", "", "", "", "", "")
 end
 
 -- The MongoDB collection of the type ("wow_reservation__<c>__<a>").
