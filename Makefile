@@ -48,7 +48,7 @@ DEB_PACKAGES += liblmdb-dev lmdb-utils
 # The hosts the Lua module is tested in (spec/hosts/).
 DEB_PACKAGES += tarantool
 # The host helpers' tests run in the real hosts.
-DEB_PACKAGES += lua-luv neovim lua-cqueues
+DEB_PACKAGES += lua-luv neovim lua-cqueues love
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
@@ -185,13 +185,15 @@ test-tarantool: $(O)/libresv.so
 # resv's host helpers in the real hosts (spec/hosts/*_test.lua and the
 # examples), against one emulator or MONGODB_URI: resv.luv in Debian's
 # lua-luv under LuaJIT and in headless Neovim, resv.cqueues in Debian's
-# lua-cqueues.
+# lua-cqueues, and examples/love in LÖVE 11.4 (headless: no window or
+# graphics) as a game folder, a .love and a fused game.
 .PHONY: test-hosts
-HOSTS_ENV = LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" RESV_CPATH="$(O)/?.so"
+HOSTS_ENV = LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" RESV_CPATH="$(O)/?.so" RESV_BUILD=$(O)
 test-hosts: $(O)/libresv.so
 	$(HOSTS_ENV) scripts/with-mongo sh -c '\
 	  $(LUAJIT) spec/hosts/luv_test.lua && \
 	  $(LUAJIT) spec/hosts/cqueues_test.lua && \
+	  $(LUAJIT) spec/hosts/love_test.lua && \
 	  nvim --headless -u NONE -c "luafile spec/hosts/nvim_test.lua" && \
 	  $(LUAJIT) examples/hosts/luv.lua "$$RESV_TEST_URI" && \
 	  $(LUAJIT) examples/hosts/cqueues.lua "$$RESV_TEST_URI" && \
