@@ -90,7 +90,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-fuzz asan
+	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -204,6 +204,12 @@ test-hosts: $(O)/libresv.so
 test-nginx: $(O)/libresv.so
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_gateway.py
 
+# The resv command (bin/resv) on a file store and on the emulator or
+# MONGODB_URI: every subcommand, --help, bad arguments (exit 2).
+.PHONY: test-cli
+test-cli: $(O)/libresv.so
+	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) spec/cli/test_cli.py
+
 # Copies the header's RESV_CDEF block into lua/resv/cdef.lua.
 lua-cdef:
 	$(LUAJIT) spec/gen_cdef.lua
@@ -265,10 +271,12 @@ demo: deps all
 # LIBDIR=/usr/lib/x86_64-linux-gnu).
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
 PCDIR      ?= $(LIBDIR)/pkgconfig
 SONAME     := libresv.so.$(SOVERSION)
 install: all lua-files
-	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) $(DESTDIR)$(LUA_LIBDIR)
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) $(DESTDIR)$(LUA_LIBDIR) $(DESTDIR)$(BINDIR)
+	install -m 755 bin/resv $(DESTDIR)$(BINDIR)/resv
 	install -m 644 csrc/resv.h $(DESTDIR)$(INCLUDEDIR)/resv.h
 	install -m 755 $(O)/libresv.so $(DESTDIR)$(LIBDIR)/libresv.so.$(VERSION)
 	ln -sf libresv.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -285,7 +293,8 @@ uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/resv.h $(DESTDIR)$(LIBDIR)/libresv.so \
 	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libresv.so.$(VERSION) \
 	  $(DESTDIR)$(LIBDIR)/libresv.a $(DESTDIR)$(PCDIR)/resv.pc \
-	  $(DESTDIR)$(LUA_LIBDIR)/libresv.so $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
+	  $(DESTDIR)$(LUA_LIBDIR)/libresv.so $(DESTDIR)$(LUA_SHAREDIR)/resv.lua \
+	  $(DESTDIR)$(BINDIR)/resv
 	rm -rf $(DESTDIR)$(LUA_SHAREDIR)/resv
 
 # A packager's round: make install into a fresh DESTDIR (multiarch LIBDIR),

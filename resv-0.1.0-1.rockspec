@@ -54,6 +54,10 @@ build = {
     LUA_SHAREDIR = "$(LUADIR)",
     LUA_LIBDIR = "$(PREFIX)/clib",
   },
+  -- The operator's command (README, "The resv command").
+  install = {
+    bin = { resv = "bin/resv" },
+  },
 }
 
 test = {

@@ -1,0 +1,430 @@
+-- resv.cli: the `resv` command (bin/resv; SPEC section 13), what an
+-- operator needs on a store named by --uri (MongoDB) or --path (the file
+-- store): look at a key, release a stuck one, and the other subcommands
+-- listed in USAGE below.
+--
+-- Each subcommand is a row of COMMANDS: its usage line, its options, how
+-- many arguments it takes, and a function that runs it on an open store.
+-- Bad arguments are answered with the usage line on stderr and exit code
+-- 2; an error of the store with its "<code>: <message>" and exit code 1.
+-- Output is for people by default; --json prints one JSON document per
+-- answer (ls: per reservation) on its own line instead.
+local resv = require "resv"
+
+local io = io
+local os = os
+local type = type
+local pairs = pairs
+local ipairs = ipairs
+local tostring = tostring
+local tonumber = tonumber
+local setmetatable = setmetatable
+local getmetatable = getmetatable
+local concat = table.concat
+local sort = table.sort
+local format = string.format
+
+local _M = {}
+
+---------------------------------------------------------------------------
+-- Output
+
+-- An integer answer field (a Lua number, or an int64_t cdata past 2^53)
+-- as decimal digits.
+local function integer_text(v)
+  if type(v) == "number" then
+    return format("%d", v)
+  end
+  return (tostring(v):gsub("[UL]+$", ""))
+end
+
+local json_escapes = {
+  ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
+  ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t",
+}
+
+local function json_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    return json_escapes[c] or format("\\u%04x", c:byte())
+  end) .. '"'
+end
+
+-- JSON of a value made of strings, integers, booleans and tables (a table
+-- with t[1], or marked by array = true, is an array; keys of an object
+-- are sorted, so the output is stable).
+local function json(v, array)
+  local t = type(v)
+  if t == "string" then
+    return json_string(v)
+  elseif t == "number" or t == "cdata" then
+    return integer_text(v)
+  elseif t == "boolean" then
+    return tostring(v)
+  elseif t == "nil" then
+    return "null"
+  end
+  if v[1] ~= nil or array then
+    local parts = {}
+    for i = 1, #v do parts[i] = json(v[i]) end
+    return "[" .. concat(parts, ",") .. "]"
+  end
+  local names = {}
+  for k in pairs(v) do names[#names + 1] = k end
+  sort(names)
+  local parts = {}
+  for i, k in ipairs(names) do
+    parts[i] = json_string(k) .. ":" .. json(v[k], k == "holds")
+  end
+  return "{" .. concat(parts, ",") .. "}"
+end
+_M.json = json
+
+-- An instant in epoch ms as UTC ISO 8601, with the distance from now.
+local function instant_text(ms, now)
+  if type(ms) ~= "number" then
+    return integer_text(ms)
+  end
+  local s = math.floor(ms / 1000)
+  local text = os.date("!%Y-%m-%dT%H:%M:%S", s) .. format(".%03dZ", ms - s * 1000)
+  if now then
+    local d = (ms - now) / 1000
+    if d >= 0 then
+      text = text .. format(" (in %.1f s)", d)
+    else
+      text = text .. format(" (%.1f s ago)", -d)
+    end
+  end
+  return text
+end
+
+local function owner_text(o)
+  return o.tenant .. "/" .. o.id
+end
+
+-- One line for people: what the answer r of a call says.
+local function answer_text(r, now)
+  local parts = { r.status }
+  if r.owner then
+    parts[#parts + 1] = "owner " .. owner_text(r.owner)
+  end
+  if r.expires_at then
+    parts[#parts + 1] = "expires " .. instant_text(r.expires_at, now)
+  end
+  if r.version then
+    parts[#parts + 1] = "version " .. integer_text(r.version)
+  end
+  if r.holds then
+    parts[#parts + 1] = "holds " .. concat(r.holds, " ")
+  end
+  if r.count then
+    parts[#parts + 1] = integer_text(r.count) .. " deleted"
+  end
+  return concat(parts, ", ")
+end
+
+---------------------------------------------------------------------------
+-- Arguments
+
+-- A usage error: main prints it with the command's usage line, exit 2.
+local Usage = {}
+Usage.__index = Usage
+local function usage_error(msg)
+  return setmetatable({ msg = msg }, Usage)
+end
+
+-- TYPE is CONTEXT/AGGREGATE (split at the first slash).
+local function parse_type(s)
+  local context, aggregate = s:match("^([^/]*)/(.*)$")
+  if not context or context == "" or aggregate == "" then
+    return nil, "TYPE must be CONTEXT/AGGREGATE, got '" .. s .. "'"
+  end
+  return { context = context, aggregate = aggregate }
+end
+
+-- KEY is TENANT/NAMESPACE/KEY, split at the first two slashes (so a key
+-- may hold slashes); the system tenant is empty: /email/ann@example.com.
+local function parse_key(s)
+  local tenant, ns, key = s:match("^([^/]*)/([^/]*)/(.*)$")
+  if not tenant then
+    return nil, "KEY must be TENANT/NAMESPACE/KEY (the system tenant is "
+      .. "empty: /email/ann@example.com), got '" .. s .. "'"
+  end
+  return { tenant = tenant, namespace = ns, key = key }
+end
+
+-- OWNER is TENANT/ID, split at the first slash; without a slash, the
+-- system tenant's ID.
+local function parse_owner(s)
+  local tenant, id = s:match("^([^/]*)/(.*)$")
+  if not tenant then
+    tenant, id = "", s
+  end
+  return { tenant = tenant, id = id }
+end
+
+local function key_text(k)
+  return k.tenant .. "/" .. k.namespace .. "/" .. k.key
+end
+
+---------------------------------------------------------------------------
+-- Subcommands
+
+local COMMANDS = {}
+local ORDER = {}
+
+local function command(name, spec)
+  spec.name = name
+  COMMANDS[name] = spec
+  ORDER[#ORDER + 1] = name
+end
+
+-- The type named by args[i], or a usage error.
+local function open_type(ctx, s)
+  local ty, err = parse_type(s)
+  if not ty then return nil, usage_error(err) end
+  local t
+  t, err = ctx.store:type(ty.context, ty.aggregate)
+  if not t then return nil, err end
+  return t
+end
+
+local function emit(ctx, value, text)
+  if ctx.json then
+    ctx.out:write(json(value), "\n")
+  else
+    ctx.out:write(text, "\n")
+  end
+end
+
+command("get", {
+  args = "TYPE KEY",
+  min = 2, max = 2,
+  summary = "show the reservation of KEY",
+  help = [[
+Shows the reservation of KEY in TYPE: absent, pending (its owner, expiry
+and holds), expired (pending past its expiry: free to take) or confirmed
+(its owner and version).]],
+  run = function(ctx, args)
+    local t, err = open_type(ctx, args[1])
+    if not t then return nil, err end
+    local key
+    key, err = parse_key(args[2])
+    if not key then return nil, usage_error(err) end
+    local r
+    r, err = t:get(key)
+    if not r then return nil, err end
+    emit(ctx, r, answer_text(r, ctx.store:now()))
+    return true
+  end,
+})
+
+command("release", {
+  args = "TYPE KEY OWNER",
+  min = 3, max = 3,
+  summary = "delete OWNER's reservation of KEY",
+  help = [[
+Deletes OWNER's reservation of KEY in TYPE, pending or confirmed (a stuck
+key, or a value its owner gave up). Answers released, or absent when OWNER
+holds no reservation of KEY (another owner's is never touched).]],
+  run = function(ctx, args)
+    local t, err = open_type(ctx, args[1])
+    if not t then return nil, err end
+    local key
+    key, err = parse_key(args[2])
+    if not key then return nil, usage_error(err) end
+    local r
+    r, err = t:release(key, parse_owner(args[3]))
+    if not r then return nil, err end
+    emit(ctx, r, answer_text(r))
+    return true
+  end,
+})
+
+---------------------------------------------------------------------------
+-- The command line
+
+local GLOBAL_OPTIONS = {
+  { "--uri URI", "the MongoDB store at URI" },
+  { "--path DIR", "the file store in DIR" },
+  { "--database DB", "MongoDB: the database (default: the URI's, else resv)" },
+  { "--json", "print JSON, one document a line" },
+  { "--help", "this text; COMMAND --help: the command's" },
+}
+local GLOBAL_TAKES = { uri = true, path = true, database = true }
+local GLOBAL_FLAGS = { json = true, help = true }
+
+local function usage_line(cmd)
+  if cmd then
+    local opts = {}
+    for _, o in ipairs(cmd.options or {}) do opts[#opts + 1] = "[" .. o[1] .. "]" end
+    local extra = #opts > 0 and (" " .. concat(opts, " ")) or ""
+    return "usage: resv (--uri URI | --path DIR) [--json] " .. cmd.name
+      .. extra .. (cmd.args ~= "" and (" " .. cmd.args) or "")
+  end
+  return "usage: resv (--uri URI | --path DIR) [--database DB] [--json] COMMAND [ARGS]"
+end
+
+local NAMES_HELP = [[
+TYPE is CONTEXT/AGGREGATE, KEY is TENANT/NAMESPACE/KEY (split at the first
+two slashes; the system tenant is empty: /email/ann@example.com), OWNER is
+TENANT/ID (an ID alone: the system tenant's).]]
+
+local function options_text(list)
+  local lines = {}
+  for _, o in ipairs(list) do
+    lines[#lines + 1] = format("  %-18s %s", o[1], o[2])
+  end
+  return concat(lines, "\n")
+end
+
+local function help_text(cmd)
+  if cmd then
+    local parts = { usage_line(cmd), "", cmd.help }
+    if cmd.options then
+      parts[#parts + 1] = "\noptions:\n" .. options_text(cmd.options)
+    end
+    parts[#parts + 1] = "\nstore options:\n" .. options_text(GLOBAL_OPTIONS)
+    parts[#parts + 1] = "\n" .. NAMES_HELP
+    return concat(parts, "\n") .. "\n"
+  end
+  local lines = { usage_line(), "", "commands:" }
+  for _, name in ipairs(ORDER) do
+    local c = COMMANDS[name]
+    lines[#lines + 1] = format("  %-34s %s", name .. " " .. c.args, c.summary)
+  end
+  lines[#lines + 1] = "\noptions:\n" .. options_text(GLOBAL_OPTIONS)
+  lines[#lines + 1] = "\n" .. NAMES_HELP
+  return concat(lines, "\n") .. "\n"
+end
+
+-- Splits argv into the store options, the command, its options and its
+-- arguments. Returns a table, or nil, a usage message and the command.
+local function parse(argv)
+  local ctx = { opts = {}, cmd_opts = {}, args = {} }
+  local i, n = 1, #argv
+  local only_args = false
+  while i <= n do
+    local a = argv[i]
+    if only_args or a:sub(1, 2) ~= "--" or a == "--" then
+      if a == "--" and not only_args then
+        only_args = true
+      elseif a == "-h" and not only_args then
+        ctx.opts.help = true
+      elseif not ctx.cmd then
+        local cmd = COMMANDS[a]
+        if not cmd then
+          return nil, "unknown command '" .. a .. "'"
+        end
+        ctx.cmd = cmd
+      else
+        ctx.args[#ctx.args + 1] = a
+      end
+    else
+      local name, value = a:match("^%-%-([^=]+)=(.*)$")
+      name = name or a:sub(3)
+      local own = ctx.cmd and ctx.cmd.takes and ctx.cmd.takes[name]
+      local flag = ctx.cmd and ctx.cmd.flags and ctx.cmd.flags[name]
+      local into = (own or flag) and ctx.cmd_opts or ctx.opts
+      if GLOBAL_TAKES[name] or own then
+        if value == nil then
+          i = i + 1
+          value = argv[i]
+          if value == nil then
+            return nil, "--" .. name .. " needs a value", ctx.cmd
+          end
+        end
+        if into[name] ~= nil then
+          return nil, "--" .. name .. " given twice", ctx.cmd
+        end
+        into[name] = value
+      elseif GLOBAL_FLAGS[name] or flag then
+        if value ~= nil then
+          return nil, "--" .. name .. " takes no value", ctx.cmd
+        end
+        into[name] = true
+      else
+        return nil, "unknown option " .. a, ctx.cmd
+      end
+    end
+    i = i + 1
+  end
+  return ctx
+end
+
+-- Opens the store the options name.
+local function open_store(opts)
+  local uri, path = opts.uri, opts.path
+  if (uri == nil) == (path == nil) then
+    return nil, usage_error("name the store with --uri URI or --path DIR (one of them)")
+  end
+  if opts.database and not uri then
+    return nil, usage_error("--database is for a MongoDB store (--uri)")
+  end
+  local store, err = resv.open { uri = uri, path = path, database = opts.database }
+  if not store then return nil, err end
+  return store
+end
+
+-- Runs the command line argv (the script's arg table) with output to out
+-- and messages to errout (io.stdout and io.stderr by default). Returns
+-- the exit code: 0 done, 1 a store error, 2 bad arguments.
+function _M.main(argv, out, errout)
+  out = out or io.stdout
+  errout = errout or io.stderr
+  local list = {}
+  for i = 1, #argv do list[i] = argv[i] end
+  local ctx, msg, cmd = parse(list)
+  if not ctx then
+    errout:write("resv: ", msg, "\n", usage_line(cmd), "\n")
+    return 2
+  end
+  cmd = ctx.cmd
+  if ctx.opts.help then
+    out:write(help_text(cmd))
+    return 0
+  end
+  if not cmd then
+    errout:write("resv: no command given\n", help_text())
+    return 2
+  end
+  if #ctx.args < cmd.min or #ctx.args > cmd.max then
+    errout:write("resv: ", cmd.name, " takes ", cmd.args == "" and "no arguments"
+                 or cmd.args, "\n", usage_line(cmd), "\n")
+    return 2
+  end
+  ctx.out, ctx.errout, ctx.json = out, errout, ctx.opts.json
+  local store, err
+  if not cmd.opens_itself then
+    store, err = open_store(ctx.opts)
+  end
+  local ok = store or cmd.opens_itself
+  if ok then
+    ctx.store = store
+    ok, err = cmd.run(ctx, ctx.args, ctx.cmd_opts)
+    if store then store:close() end
+  end
+  if ok then
+    return 0
+  end
+  if getmetatable(err) == Usage then
+    errout:write("resv: ", err.msg, "\n", usage_line(cmd), "\n")
+    return 2
+  end
+  errout:write("resv: ", tostring(err), "\n")
+  return 1
+end
+
+-- For the subcommands defined in other files of this module (none yet)
+-- and the tests.
+_M.command = command
+_M.usage_error = usage_error
+_M.parse_key = parse_key
+_M.parse_owner = parse_owner
+_M.key_text = key_text
+_M.answer_text = answer_text
+_M.instant_text = instant_text
+_M.integer_text = integer_text
+_M.emit = emit
+_M.open_type = open_type
+
+return _M
