@@ -117,7 +117,7 @@ local function answer_text(r, now)
     parts[#parts + 1] = "holds " .. concat(r.holds, " ")
   end
   if r.count then
-    parts[#parts + 1] = integer_text(r.count) .. " deleted"
+    parts[#parts + 1] = integer_text(r.count) .. (r.count == 1 and " reservation" or " reservations")
   end
   return concat(parts, ", ")
 end
@@ -240,6 +240,44 @@ holds no reservation of KEY (another owner's is never touched).]],
   end,
 })
 
+-- A whole number from an option's text, or nil and a usage error.
+local function count_option(name, text, lo)
+  local n = tonumber(text)
+  if not n or n ~= math.floor(n) or n < lo or n > 2 ^ 53 or not text:match("^%d+$") then
+    return nil, usage_error("--" .. name .. " must be a whole number from " .. lo
+                            .. ", got '" .. text .. "'")
+  end
+  return n
+end
+_M.count_option = count_option
+
+command("sweep", {
+  args = "TYPE",
+  min = 1, max = 1,
+  summary = "delete pending reservations long expired",
+  options = { { "--grace-ms MS", "expired for at least MS ms (default 60000)" } },
+  takes = { ["grace-ms"] = true },
+  help = [[
+Deletes TYPE's pending reservations whose expiry is at least the grace in
+the past (SPEC section 5), never a confirmed or a live one; answers swept
+with their count. On MongoDB expired reservations stay until swept.]],
+  store_options = function(opts)
+    if opts["grace-ms"] == nil then return {} end
+    local ms, err = count_option("grace-ms", opts["grace-ms"], 1)
+    if not ms then return nil, err end
+    return { sweep_grace_ms = ms }
+  end,
+  run = function(ctx, args)
+    local t, err = open_type(ctx, args[1])
+    if not t then return nil, err end
+    local r
+    r, err = t:sweep()
+    if not r then return nil, err end
+    emit(ctx, r, answer_text(r))
+    return true
+  end,
+})
+
 ---------------------------------------------------------------------------
 -- The command line
 
@@ -351,8 +389,9 @@ local function parse(argv)
   return ctx
 end
 
--- Opens the store the options name.
-local function open_store(opts)
+-- Opens the store the options name, with the command's own store options
+-- (cmd.store_options) from its options cmd_opts.
+local function open_store(opts, cmd, cmd_opts)
   local uri, path = opts.uri, opts.path
   if (uri == nil) == (path == nil) then
     return nil, usage_error("name the store with --uri URI or --path DIR (one of them)")
@@ -360,7 +399,14 @@ local function open_store(opts)
   if opts.database and not uri then
     return nil, usage_error("--database is for a MongoDB store (--uri)")
   end
-  local store, err = resv.open { uri = uri, path = path, database = opts.database }
+  local o, err = {}, nil
+  if cmd.store_options then
+    o, err = cmd.store_options(cmd_opts)
+    if not o then return nil, err end
+  end
+  o.uri, o.path, o.database = uri, path, opts.database
+  local store
+  store, err = resv.open(o)
   if not store then return nil, err end
   return store
 end
@@ -395,7 +441,7 @@ function _M.main(argv, out, errout)
   ctx.out, ctx.errout, ctx.json = out, errout, ctx.opts.json
   local store, err
   if not cmd.opens_itself then
-    store, err = open_store(ctx.opts)
+    store, err = open_store(ctx.opts, cmd, ctx.cmd_opts)
   end
   local ok = store or cmd.opens_itself
   if ok then

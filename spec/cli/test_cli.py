@@ -131,6 +131,24 @@ class CommandTests:
         [r] = self.resv_json("release", "shop/user", "/email/a/b", "u3")
         self.assertEqual(r, {"status": "released"})
 
+    def test_sweep_deletes_only_long_expired_pending_reservations(self):
+        # SEED's /email/a/b expired 1 ms after it was made; the default
+        # grace (60 s) keeps it, a grace of 1 ms does not.
+        [r] = self.resv_json("sweep", "shop/user")
+        self.assertEqual(r, {"status": "swept", "count": 0})
+        [r] = self.resv_json("get", "shop/user", "/email/a/b")
+        self.assertEqual(r["status"], "expired")
+        code, out, err = self.resv("sweep", "--grace-ms", "1", "shop/user")
+        self.assertEqual((code, out), (0, "swept, 1 reservation\n"), err)
+        [r] = self.resv_json("get", "shop/user", "/email/a/b")
+        self.assertEqual(r, {"status": "absent"})
+        [r] = self.resv_json("get", "shop/user", "/email/ann@example.com")
+        self.assertEqual(r["status"], "pending")
+        [r] = self.resv_json("get", "shop/user", "/email/bob@example.com")
+        self.assertEqual(r["status"], "confirmed")
+        [r] = self.resv_json("sweep", "--grace-ms=1", "shop/user")
+        self.assertEqual(r, {"status": "swept", "count": 0})
+
     def test_a_store_error_exits_1_with_its_code(self):
         code, out, err = self.resv("get", "shop/us.er", "/email/x")
         self.assertEqual(code, 1)
@@ -178,6 +196,10 @@ class Usage(unittest.TestCase):
         self.assertUsage(*p, "--database", "x", "get", "a/b", "/n/k")
         self.assertUsage("--path")
         self.assertUsage(*p, "--json=yes", "get", "a/b", "/n/k")
+        self.assertUsage(*p, "sweep", "a/b", "--grace-ms", "soon")
+        self.assertUsage(*p, "sweep", "a/b", "--grace-ms", "0")
+        self.assertUsage(*p, "sweep", "a/b", "--grace-ms")
+        self.assertUsage(*p, "get", "--grace-ms", "5", "a/b", "/n/k")
         err = self.assertUsage(*p, "release", "a/b", "/n/k")
         self.assertIn("release TYPE KEY OWNER", err)
 
@@ -188,6 +210,7 @@ class Usage(unittest.TestCase):
                     out.split("commands:\n")[1].split("\n\n")[0].splitlines()]
         self.assertIn("get", commands)
         self.assertIn("release", commands)
+        self.assertIn("sweep", commands)
         for name in commands:
             for args in ([name, "--help"], ["--help", name], [name, "-h"]):
                 code, out, err = run(*args)
