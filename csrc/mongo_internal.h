@@ -112,6 +112,9 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
                               mongoc_client_t *client, int64_t deadline,
                               resv_error_t *err);
 
+/* Forgets that the type is set up: its next call sets it up again. */
+void resv__mongo_schema_reset(resv_type_t *type);
+
 /* ---- Operations (mongo_ops.c) ---------------------------------------- */
 
 /* Reads the one document of coll matching filter from the primary into
@@ -127,10 +130,12 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
  * (a deadline beyond INT32_MAX ms), -1 when nothing is left. */
 int64_t resv__mongo_max_time_ms(int64_t deadline);
 
-/* Runs one validated request on coll (the type's collection). */
+/* Runs one validated request on coll (the type's collection). When a
+ * read on the way found the collection without its format record (it was
+ * dropped), *gone (may be NULL) is set: the type must be set up again. */
 bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_request_t *req, int64_t now,
                      int64_t deadline, resv_answer_t *answer,
-                     resv_error_t *err);
+                     bool *gone, resv_error_t *err);
 
 #endif /* RESV_MONGO_INTERNAL_H */

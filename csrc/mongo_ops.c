@@ -400,17 +400,84 @@ static bool find_key(const resv__mongo_t *m, mongoc_collection_t *coll,
          resv__mongo_fail(m, err, &error, deadline, "read reservation");
 }
 
+/* One find for the key's document and the format record together, by
+ * _id {$in: [<key's _id>, "format"]} (the _id index, one round trip, as
+ * the key's read alone): the key's document into raw (*found), and
+ * whether the format record is there (*format_seen). A collection without
+ * it was dropped while the store ran, or emptied, and must be set up
+ * again. Only where _id alone is the read's filter (not on a mongos, where
+ * the format record lives on a shard the key does not route to). */
+static bool find_key_and_format(const resv__mongo_t *m,
+                                mongoc_collection_t *coll, const resv_key_t *k,
+                                bool local, int64_t deadline, bson_t *raw,
+                                bool *found, bool *format_seen,
+                                resv_error_t *err) {
+  resv__bw_t fw, ow;
+  bson_t filter, opts;
+  bson_error_t error;
+  mongoc_cursor_t *cursor;
+  const bson_t *doc;
+  bson_iter_t it;
+  int64_t ms = resv__mongo_max_time_ms(deadline);
+  bool ok;
+
+  resv__bw_init(&fw);
+  size_t id = resv__bw_doc(&fw, K("_id"));
+  size_t in = resv__bw_array(&fw, K("$in"));
+  put_id(&fw, K("0"), k);
+  resv__bw_utf8(&fw, K("1"), K("format"));
+  resv__bw_end(&fw, in);
+  resv__bw_end(&fw, id);
+  resv__bw_finish(&fw, &filter);
+  resv__bw_init(&ow);
+  resv__bw_int64(&ow, K("limit"), 2);
+  resv__bw_bool(&ow, K("singleBatch"), true);
+  resv__bw_int64(&ow, K("maxTimeMS"), ms == 0 ? 0 : ms < 0 ? 1 : ms);
+  if (local) {
+    size_t rc = resv__bw_doc(&ow, K("readConcern"));
+    resv__bw_utf8(&ow, K("level"), K("local"));
+    resv__bw_end(&ow, rc);
+  }
+  resv__bw_finish(&ow, &opts);
+  cursor = mongoc_collection_find_with_opts(coll, &filter, &opts, m->primary);
+  *found = *format_seen = false;
+  bson_init(raw);
+  while (mongoc_cursor_next(cursor, &doc)) {
+    if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)) {
+      *format_seen = true;
+    } else if (!*found) {
+      bson_destroy(raw);
+      bson_copy_to(doc, raw);
+      *found = true;
+    }
+  }
+  ok = !mongoc_cursor_error(cursor, &error);
+  mongoc_cursor_destroy(cursor);
+  resv__bw_free(&ow);
+  resv__bw_free(&fw);
+  return ok ||
+         resv__mongo_fail(m, err, &error, deadline, "read reservation");
+}
+
 /* Reads the reservation of the request's key into *doc (see read_mode_t);
  * *found false when there is none. A document that is not a reservation
  * of this layout fails with RESV_EFORMAT. raw is initialised either way. */
 static bool read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_key_t *k, read_mode_t mode, int64_t deadline,
                      bson_t *raw, resv__mongo_doc_t *doc, bool *found,
-                     resv_error_t *err) {
+                     bool *gone, resv_error_t *err) {
   bool local = mode != READ_GET;
 
-  if (!find_key(m, coll, k, !m->is_mongos, local, deadline, raw, found, err))
+  if (gone && !m->is_mongos) {
+    bool format_seen;
+    if (!find_key_and_format(m, coll, k, local, deadline, raw, found,
+                             &format_seen, err))
+      return false;
+    *gone = !format_seen;
+  } else if (!find_key(m, coll, k, !m->is_mongos, local, deadline, raw,
+                       found, err)) {
     return false;
+  }
   if (!*found && m->is_mongos && mode == READ_DUPLICATE) {
     bson_destroy(raw);
     if (!find_key(m, coll, k, true, local, deadline, raw, found, err))
@@ -520,7 +587,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     }
     bson_destroy(&reply);
     /* Someone else's document stood in the way. Whose? */
-    if (!read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held, &found,
+    if (!read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held, &found, NULL,
                   err)) {
       bson_destroy(&raw);
       break;
@@ -573,12 +640,14 @@ static int64_t reply_count(const bson_t *reply, const char *field) {
  * costs the writes alone. */
 static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
                              const resv_key_t *k, int64_t deadline,
-                             resv_answer_t *answer, resv_error_t *err) {
+                             resv_answer_t *answer, bool *gone,
+                             resv_error_t *err) {
   resv__mongo_doc_t d;
   bson_t raw;
   bool ok, found;
 
-  ok = read_key(m, coll, k, READ_NO_MATCH, deadline, &raw, &d, &found, err);
+  ok = read_key(m, coll, k, READ_NO_MATCH, deadline, &raw, &d, &found, gone,
+                err);
   if (ok && found)
     resv__mongo_doc_free(&d);
   bson_destroy(&raw);
@@ -589,7 +658,8 @@ static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
  * left it without holds. */
 static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
-                    resv_answer_t *answer, resv_error_t *err) {
+                    resv_answer_t *answer, bool *set_up_gone,
+                    resv_error_t *err) {
   resv__bw_t fw, uw, gw, ow;
   bson_t filter, update, gone, reply, opts;
   bson_error_t error;
@@ -654,7 +724,8 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   if (!ok)
     ; /* err filled above */
   else if (!matched)
-    ok = absent_or_format(m, coll, &r->key, deadline, answer, err);
+    ok = absent_or_format(m, coll, &r->key, deadline, answer, set_up_gone,
+                          err);
   else
     ok = resv__answer_status(answer, deleted ? RESV_ABANDONED : RESV_KEPT,
                              err);
@@ -669,7 +740,7 @@ done:
 /* release: delete our reservation, whatever its state. */
 static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
-                    resv_answer_t *answer, resv_error_t *err) {
+                    resv_answer_t *answer, bool *gone, resv_error_t *err) {
   resv__bw_t w, ow;
   bson_t filter, reply, opts;
   bson_error_t error;
@@ -690,7 +761,7 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
   if (!ok)
     resv__mongo_fail_reply(m, err, &error, &reply, deadline, "release");
   else if (!reply_count(&reply, "deletedCount"))
-    ok = absent_or_format(m, coll, &r->key, deadline, answer, err);
+    ok = absent_or_format(m, coll, &r->key, deadline, answer, gone, err);
   else
     ok = resv__answer_status(answer, RESV_RELEASED, err);
   bson_destroy(&reply);
@@ -701,12 +772,13 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
 
 static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
                 const resv_request_t *r, int64_t now, int64_t deadline,
-                resv_answer_t *answer, resv_error_t *err) {
+                resv_answer_t *answer, bool *gone, resv_error_t *err) {
   resv__mongo_doc_t d;
   bson_t raw;
   bool ok, found;
 
-  ok = read_key(m, coll, &r->key, READ_GET, deadline, &raw, &d, &found, err);
+  ok = read_key(m, coll, &r->key, READ_GET, deadline, &raw, &d, &found, gone,
+                err);
   if (ok && !found) {
     ok = resv__answer_status(answer, RESV_ABSENT, err);
   } else if (ok) {
@@ -760,18 +832,18 @@ static bool sweep(const resv__mongo_t *m, mongoc_collection_t *coll,
 
 bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_request_t *req, int64_t now,
-                     int64_t deadline, resv_answer_t *answer,
+                     int64_t deadline, resv_answer_t *answer, bool *gone,
                      resv_error_t *err) {
   switch (req->op) {
   case RESV_OP_RESERVE:
   case RESV_OP_CONFIRM:
     return upsert(m, coll, req, now, deadline, answer, err);
   case RESV_OP_ABANDON:
-    return abandon(m, coll, req, deadline, answer, err);
+    return abandon(m, coll, req, deadline, answer, gone, err);
   case RESV_OP_RELEASE:
-    return release(m, coll, req, deadline, answer, err);
+    return release(m, coll, req, deadline, answer, gone, err);
   case RESV_OP_GET:
-    return get(m, coll, req, now, deadline, answer, err);
+    return get(m, coll, req, now, deadline, answer, gone, err);
   case RESV_OP_SWEEP:
     return sweep(m, coll, now, deadline, answer, err);
   default:

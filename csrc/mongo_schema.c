@@ -26,9 +26,14 @@
  * Each step is safe to run by many processes at once, so the process-wide
  * part is only a mutex and a ready flag per type: the first thread does
  * the work while the others of the same type wait for it; later calls pay
- * one atomic load. A failed set-up leaves the flag down and the next call
- * tries again (a format refusal is read again each time, and still writes
- * nothing). */
+ * one atomic load. A failed set-up leaves the flag down and is tried again
+ * with back-off (100 ms, doubling to 5 s): until then the type's calls
+ * answer its error at once, so a permanent failure (a foreign format, a
+ * missing privilege) costs the server nothing per call and a passing one
+ * (the server was down) heals on its own. A call that finds the format
+ * record gone (the collection was dropped while the store runs:
+ * mongo_ops.c) puts the flag down, and the next call sets the type up
+ * again, format record included. */
 #include "mongo_internal.h"
 
 #include <stdio.h>
@@ -38,9 +43,18 @@
 #define SERVER_NAMESPACE_EXISTS 48
 #define SERVER_UNAUTHORIZED 13
 
+/* A failed set-up is tried again after this, doubling up to the most. */
+#define SETUP_BACKOFF_FIRST_MS 100
+#define SETUP_BACKOFF_MOST_MS 5000
+
 typedef struct type_state {
   pthread_mutex_t mutex;
   atomic_bool ready;
+  /* Under mutex: after a failed set-up, calls before retry_at answer its
+   * error again without touching the server. */
+  int64_t retry_at;   /* resv__monotonic_ms; 0: try now */
+  int64_t backoff_ms; /* the last wait; 0 after a success */
+  resv_error_t failure;
 } type_state_t;
 
 bool resv__mongo_type_init(void *backend, resv_type_t *type,
@@ -52,6 +66,15 @@ bool resv__mongo_type_init(void *backend, resv_type_t *type,
   atomic_init(&st->ready, false);
   type->backend_state = st;
   return true;
+}
+
+void resv__mongo_schema_reset(resv_type_t *type) {
+  type_state_t *st = type->backend_state;
+  pthread_mutex_lock(&st->mutex);
+  atomic_store_explicit(&st->ready, false, memory_order_release);
+  st->retry_at = 0;
+  st->backoff_ms = 0;
+  pthread_mutex_unlock(&st->mutex);
 }
 
 void resv__mongo_type_free(void *backend, resv_type_t *type) {
@@ -367,16 +390,41 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
     return true;
   pthread_mutex_lock(&st->mutex);
   if (!atomic_load_explicit(&st->ready, memory_order_relaxed)) {
+    int64_t now = resv__monotonic_ms();
     /* A thread that waited here past its deadline gives up rather than
      * start a set-up that has already failed for the one before it. */
-    if (resv__monotonic_ms() >= deadline)
+    if (now >= deadline) {
       ok = resv__fail(err, RESV_ETIMEOUT,
                       "the deadline passed while %s was being set up",
                       type->collection);
-    else
-      ok = set_up(m, type->collection, client, deadline, err);
-    if (ok)
-      atomic_store_explicit(&st->ready, true, memory_order_release);
+    } else if (now < st->retry_at) {
+      /* SPEC section 12: a failed set-up is retried with back-off, not on
+       * every call. */
+      ok = false;
+      if (err) {
+        *err = st->failure;
+        snprintf(err->message, sizeof err->message,
+                 "%.*s (set-up tried again in %lld ms)",
+                 (int)sizeof err->message - 48, st->failure.message,
+                 (long long)(st->retry_at - now));
+      }
+    } else {
+      resv_error_t mine;
+      resv_error_t *e = err ? err : &mine;
+      ok = set_up(m, type->collection, client, deadline, e);
+      if (ok) {
+        st->backoff_ms = 0;
+        st->retry_at = 0;
+        atomic_store_explicit(&st->ready, true, memory_order_release);
+      } else {
+        st->backoff_ms = st->backoff_ms ? st->backoff_ms * 2
+                                        : SETUP_BACKOFF_FIRST_MS;
+        if (st->backoff_ms > SETUP_BACKOFF_MOST_MS)
+          st->backoff_ms = SETUP_BACKOFF_MOST_MS;
+        st->retry_at = resv__monotonic_ms() + st->backoff_ms;
+        st->failure = *e;
+      }
+    }
   }
   pthread_mutex_unlock(&st->mutex);
   return ok;

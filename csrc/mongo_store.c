@@ -222,7 +222,11 @@ static bool mongo_execute(void *backend, resv_type_t *type,
         mongoc_client_get_collection(w->client, m->database, type->collection);
     w->type = type;
   }
-  return resv__mongo_run(m, w->coll, req, now, deadline, answer, err);
+  bool gone = false;
+  bool ok = resv__mongo_run(m, w->coll, req, now, deadline, answer, &gone, err);
+  if (gone)
+    resv__mongo_schema_reset(type);
+  return ok;
 }
 
 static void mongo_describe(void *backend, char *buf, size_t size) {

@@ -56,6 +56,15 @@ class Collection:
         if '_id' in query and updates.is_equality(query['_id']):
             doc = self.documents.get(id_key(query['_id']))
             candidates = [doc] if doc is not None else []
+        elif '_id' in query and isinstance(query['_id'], dict) and \
+                list(query['_id']) == ['$in'] and isinstance(query['_id']['$in'], list) and \
+                all(updates.is_equality(v) for v in query['_id']['$in']):
+            # _id: {$in: [...]} is a lookup per value in the _id index too.
+            keys = []
+            for value in query['_id']['$in']:
+                if id_key(value) not in keys:
+                    keys.append(id_key(value))
+            candidates = [self.documents[key] for key in keys if key in self.documents]
         else:
             candidates = list(self.documents.values())
         try:

@@ -384,6 +384,35 @@ START_TEST(a_command_blocked_past_its_deadline_ends_there_once_and_unapplied) {
 }
 END_TEST
 
+/* SPEC section 12: a type's set-up that failed is retried with back-off,
+ * not on every call. The create of a type's first call fails once (a
+ * fail point of one turn): the next call, at once, answers the same error
+ * without trying (it would succeed now), and a call after the back-off
+ * (100 ms first) sets the type up. */
+START_TEST(a_failed_set_up_is_retried_after_a_back_off_not_on_every_call) {
+  char app[64];
+  app_name(app, sizeof app, "setup");
+  resv_store_t *s = app_store(app, 3000);
+  resv_type_t *t = test_fresh_type(s, "faults");
+  resv_answer_t a = {0};
+  resv_error_t err;
+
+  fail_on(app, "{\"times\": 1}", "[\"create\"]", "\"errorCode\": 8000");
+  ck_assert(!op_call(t, RESV_OP_GET, "k", &a, &err, NULL));
+  ck_assert_msg(err.code == RESV_ESERVER && err.server_code == 8000, "%s: %s",
+                resv_code_name(err.code), err.message);
+  ck_assert(!op_call(t, RESV_OP_GET, "k", &a, &err, NULL));
+  ck_assert_msg(err.server_code == 8000 && strstr(err.message, "set-up tried again in"),
+                "%s: %s", resv_code_name(err.code), err.message);
+  fail_off();
+  usleep(150 * 1000);
+  ck_assert_msg(op_call(t, RESV_OP_GET, "k", &a, &err, NULL), "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 /* A call blocked past its deadline never holds up the store: other calls
  * answer meanwhile, and closing it answers what is queued. */
 START_TEST(a_full_queue_answers_busy_and_close_answers_every_call) {
@@ -569,6 +598,7 @@ Suite *faults_suite(void) {
   tcase_add_loop_test(tc, a_call_blocked_past_its_deadline_answers_timeout_never_reserved, 0, 2);
   tcase_add_loop_test(tc, a_command_blocked_past_its_deadline_ends_there_once_and_unapplied, 0, 2);
   tcase_add_test(tc, a_full_queue_answers_busy_and_close_answers_every_call);
+  tcase_add_test(tc, a_failed_set_up_is_retried_after_a_back_off_not_on_every_call);
   tcase_set_timeout(tc, 30);
   suite_add_tcase(s, tc);
   tc = tcase_create("restart");

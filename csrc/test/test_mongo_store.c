@@ -758,7 +758,7 @@ START_TEST(test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key)
                         .owner = test_owner("", "bob"), .attempt = resv_cstr("b"),
                         .ttl_ms = 60000};
   ck_assert_msg(resv__mongo_run(m, coll, &bob, resv_store_now(s),
-                                resv__monotonic_ms() + 5000, &a, &err),
+                                resv__monotonic_ms() + 5000, &a, NULL, &err),
                 "%s", err.message);
   ck_assert_int_eq(a.status, RESV_CONFLICT);
   ck_assert_int_eq(seen.n, 1);
@@ -774,7 +774,7 @@ START_TEST(test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key)
   /* A get keeps the URI's read concern: the URI's option did arrive. */
   resv_request_t get = {.op = RESV_OP_GET, .key = test_key("email", "k")};
   ck_assert(resv__mongo_run(m, coll, &get, resv_store_now(s),
-                            resv__monotonic_ms() + 5000, &a, &err));
+                            resv__monotonic_ms() + 5000, &a, NULL, &err));
   ck_assert_int_eq(seen.n, 2);
   ck_assert_msg(strstr(seen.json[1], "\"readConcern\" : { \"level\" : \"majority\" }"),
                 "%s", seen.json[1]);
@@ -784,6 +784,48 @@ START_TEST(test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key)
   mongoc_client_pool_push(m->pool, client);
   ops->destroy(m);
   mongoc_apm_callbacks_destroy(callbacks);
+  resv_store_close(s);
+}
+END_TEST
+
+/* SPEC section 12: a collection dropped while the store runs is set up
+ * again, format record included, on the next call that finds it gone (a
+ * get, or an abandon or release that matched nothing, reads the format
+ * record with the key in the same find). On a mongos the format record
+ * lives where the key does not route, so there the drop goes unseen: not
+ * asserted. */
+START_TEST(test_a_collection_dropped_under_a_running_store_is_set_up_again) {
+  const char *uri = test_mongo_uri();
+  resv_store_t *s = test_open(uri);
+  resv_type_t *t = test_fresh_type(s, "dropped");
+  resv_answer_t a = {0};
+  bson_error_t error;
+  emu_raw_t r;
+
+  if (resv_store_is_sharded(s)) {
+    resv_store_close(s);
+    return;
+  }
+  test_reserve(t, "k1", "u", "a", 60000, &a);
+  emu_raw_open(&r, uri, resv_type_collection(t));
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\"}"), 1);
+  ck_assert_msg(mongoc_collection_drop(r.coll, &error), "%s", error.message);
+
+  test_get(t, "k1", &a); /* finds it gone */
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  test_reserve(t, "k2", "u", "a", 60000, &a); /* sets it up again */
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\"}"), 1);
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\", \"format\": 1}"), 1);
+
+  /* A drop seen by an abandon that matched nothing. */
+  ck_assert(mongoc_collection_drop(r.coll, &error));
+  test_abandon(t, "k2", "u", "a", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  test_get(t, "k3", &a);
+  ck_assert_int_eq(emu_raw_count(&r, "{\"_id\": \"format\"}"), 1);
+  resv_answer_clear(&a);
+  emu_raw_close(&r);
   resv_store_close(s);
 }
 END_TEST
@@ -1121,6 +1163,7 @@ Suite *mongo_store_suite(void) {
   tcase_add_test(tc, test_writes_are_majority_unless_write_concern_says_otherwise);
   tcase_add_test(tc, test_a_single_host_uri_discovers_the_set);
   tcase_add_test(tc, test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key);
+  tcase_add_test(tc, test_a_collection_dropped_under_a_running_store_is_set_up_again);
   tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
   tcase_add_test(tc, test_password_never_shows);
   tcase_set_timeout(tc, 60);

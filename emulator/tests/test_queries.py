@@ -47,5 +47,23 @@ class QueryTest(EmulatorTest):
         self.assertEqual(self.ids({'expires_at': {'$exists': False}}), ['missing'])
 
 
+class IdInTest(EmulatorTest):
+    """MongoDB manual, "$in": selects the documents whose field equals any
+    value in the array; on _id it is a lookup per value in the _id index.
+    An embedded _id matches only with its fields in the same order
+    ("Query on Embedded/Nested Documents": equality is exact, order
+    included)."""
+
+    def test_id_in_finds_each_value_and_keeps_embedded_order(self):
+        from bson.son import SON
+        key = SON([('t', ''), ('n', 'email'), ('k', 'a')])
+        self.coll.insert_many([{'_id': 'format', 'format': 1}, {'_id': key}, {'_id': 'other'}])
+        got = sorted(str(d['_id']) for d in self.coll.find({'_id': {'$in': [key, 'format']}}))
+        self.assertEqual(len(got), 2)
+        self.assertIn('format', got)
+        swapped = SON([('n', 'email'), ('t', ''), ('k', 'a')])
+        self.assertEqual([d['_id'] for d in self.coll.find({'_id': {'$in': [swapped, 'x']}})], [])
+
+
 if __name__ == '__main__':
     unittest.main()
