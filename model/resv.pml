@@ -17,6 +17,10 @@
  *                   once replicated (w: majority) unless W1 (w: 1)
  *   REPLAY          abandon's two writes in one step, as the memory store
  *                   does them, for model/replay.c (see there)
+ *   GRANT_ONLY      check the grants alone (not that every live belief stays
+ *                   backed), so a run stops at the double grant itself
+ *   CHECK_KEPT      also assert that abandon answers kept only while the
+ *                   reservation stays: false today (model/README.md)
  *   M_*             a planted mutation; model/check.sh lists them */
 
 #ifndef ATT0
