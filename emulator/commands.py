@@ -29,16 +29,17 @@ SERVER_VERSION = '6.0.0'
 class Request:
     """One command on one connection."""
 
-    def __init__(self, emulator, connection, database, command):
+    def __init__(self, emulator, connection, database, command, store=None):
         self.emulator = emulator
         self.connection = connection
         self.database = database
         self.command = command
         self.name = next(iter(command))
+        self._store = store  # a majority read's snapshot (replset.py)
 
     @property
     def store(self):
-        return self.emulator.store
+        return self._store or self.emulator.store
 
     @property
     def mongos(self):

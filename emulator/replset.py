@@ -24,6 +24,9 @@ The model (documented in emulator/README.md, "Replica set"):
   its data from the oplog, as MongoDB's rollback does. A write acknowledged
   by a majority is on the winner, so it survives; a ``w: 1`` write not yet
   replicated is lost.
+- A read with read concern "majority" (or "snapshot", "linearizable")
+  sees the data up to the majority commit point, the entries a majority
+  has applied: the data of the member at that point.
 - ``replSetStepDown``: the primary catches up the most advanced live
   secondary at once, steps down (not electable for the given seconds) and
   hands the election to it immediately (MongoDB 4.0.2+'s election handoff).
@@ -375,6 +378,15 @@ class ReplicaSet:
                 return error
             limits = [t - now for t in (deadline, max_time) if t is not None]
             self.replicated.wait(min(limits) if limits else None)
+
+    def majority_store(self, member):
+        """The data a read concern "majority" sees on member (lock held):
+        its own up to the majority commit point, the count of entries a
+        majority has applied. The member whose count is that point holds
+        exactly that data."""
+        ranked = sorted(self.members, key=lambda m: m.applied, reverse=True)
+        point = ranked[self.majority - 1]
+        return member.store if member.applied <= point.applied else point.store
 
     def status(self):
         with self.lock:

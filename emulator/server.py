@@ -50,6 +50,8 @@ REPLICATED_WRITES = WRITE_COMMANDS | {'create', 'drop', 'dropDatabase', 'createI
                                       'dropIndexes'}
 READ_COMMANDS = {'find', 'count', 'aggregate', 'distinct', 'listCollections',
                  'listIndexes', 'listDatabases'}
+# Read concern levels answered from the majority-committed data.
+MAJORITY_READS = {'majority', 'snapshot', 'linearizable'}
 
 
 class Connection:
@@ -289,7 +291,11 @@ class Emulator(MockupDB):
                 if retry_key in self._retries:
                     return SON(self._retries[retry_key])
         try:
-            reply = handler_for(name)(Request(self, connection, database, command))
+            store = None
+            if self.replset is not None and name in READ_COMMANDS and \
+                    _read_concern_level(command) in MAJORITY_READS:
+                store = self.replset.majority_store(self)
+            reply = handler_for(name)(Request(self, connection, database, command, store))
             reply['ok'] = 1.0
         except CommandError as error:
             reply = _error_reply(error)
@@ -365,6 +371,11 @@ def _deadline(command):
 
 def _time_limit():
     return CommandError(50, 'operation exceeded time limit')
+
+
+def _read_concern_level(command):
+    concern = command.get('readConcern')
+    return concern.get('level') if isinstance(concern, dict) else None
 
 
 def _secondary_ok(read_preference):

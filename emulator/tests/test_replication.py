@@ -13,6 +13,10 @@ MongoDB's documentation followed:
   arbiters; setDefaultRWConcern
   (https://www.mongodb.com/docs/manual/reference/command/setDefaultRWConcern/)
   sets a cluster-wide default for writes that name none;
+- read concern "majority",
+  https://www.mongodb.com/docs/manual/reference/read-concern-majority/ :
+  the read returns data acknowledged by a majority of the members, so not
+  a w: 1 write that has not reached a secondary yet; "local" returns it;
 - rollbacks, https://www.mongodb.com/docs/manual/core/replica-set-rollbacks/ :
   a write the primary accepted but had not replicated when it failed is
   rolled back when it rejoins; a write replicated to a member that stays
@@ -54,6 +58,17 @@ class LagTest(WritesTest):
         secondary = self.rs.members[1]
         self.assertEqual(self.secondary_ids(secondary), [])
         wait_for(lambda: self.secondary_ids(secondary) == [1])
+
+    def test_majority_read_sees_only_what_a_majority_has(self):
+        def ids(level):
+            reply = raw_command(self.rs.primary.address, 'app', {
+                'find': 'res', 'readConcern': {'level': level}})
+            return [d['_id'] for d in reply['cursor']['firstBatch']]
+        self.write({'_id': 1}, {'w': 'majority'})
+        self.write({'_id': 2}, {'w': 1})
+        self.assertEqual(ids('local'), [1, 2])
+        self.assertEqual(ids('majority'), [1])
+        wait_for(lambda: ids('majority') == [1, 2])
 
     def test_majority_and_the_default_wait_for_a_secondary(self):
         for concern in ({'w': 'majority'}, None):
