@@ -500,7 +500,9 @@ static bool over_limit(env_t *e) {
   MDB_cursor *c;
   MDB_val key, val;
   size_t free_pages = 0;
-  if (mdb_txn_begin(e->mdb, NULL, MDB_RDONLY, &txn)) return true;
+  /* Unable to look (no reader slot, a map to adopt): let the write try,
+   * LMDB itself stops at the end of its map. */
+  if (mdb_txn_begin(e->mdb, NULL, MDB_RDONLY, &txn)) return false;
   if (mdb_cursor_open(txn, 0 /* the free list */, &c) == 0) {
     int rc = mdb_cursor_get(c, &key, &val, MDB_FIRST);
     while (rc == 0 && free_pages < FREE_PAGES_ENOUGH) {
