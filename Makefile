@@ -45,6 +45,8 @@ DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
                 lua-dkjson clang libclang-rt-14-dev openssl
 # The file store (csrc/file_*.c) links LMDB; lmdb-utils has mdb_stat and mdb_dump.
 DEB_PACKAGES += liblmdb-dev lmdb-utils
+# bench/redis_nx.c compares the file store with Redis (through hiredis).
+DEB_PACKAGES += redis-server libhiredis-dev
 # The hosts the Lua module is tested in (spec/hosts/).
 DEB_PACKAGES += tarantool
 # The host helpers' tests run in the real hosts.
@@ -262,6 +264,8 @@ $(O)/bench/%: bench/%.c bench/apm.c $(wildcard bench/*.h) $(HEADERS) $(O)/libres
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< bench/apm.c $(O)/libresv.a \
 	  $(LDFLAGS_ALL) $(LIBS_ALL) $(BENCH_WRAP)
+
+$(O)/bench/redis_nx: LIBS_ALL += -lhiredis
 
 # Runs every benchmark (a few minutes) and keeps the figures in
 # $(O)/bench/results.txt; bench/README.md explains them.

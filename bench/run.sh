@@ -64,6 +64,8 @@ run scripts/with-mongo "$out/costs"
 # 8. The file store: inline calls against the memory store, bytes per
 #    reservation, sync = disk's group commit against one fsync per call.
 run "$out/filestore" 100000 2
+#    and against Redis (appendfsync everysec, SET NX PX through hiredis).
+run "$out/redis_nx" 20000 3
 
 if command -v gnuplot >/dev/null; then
   gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
