@@ -89,7 +89,7 @@ START_TEST(a_wrong_password_fails_the_first_call_clearly) {
   emu_start_mode(&e, 0, "--user=app:s3cret:readWrite@resv");
   snprintf(uri, sizeof uri, "mongodb://app:wr0ng@127.0.0.1:%d/resv?authSource=admin",
            e.port);
-  resv_store_t *s = emu_open(uri, (resv_options_t){.threads = 1, .timeout_ms = 2000});
+  resv_store_t *s = emu_open(uri, (resv_options_t){.threads = 1, .timeout_ms = 5000});
   resv_type_t *t = test_fresh_type(s, "wrong");
   resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "k"),
                       .owner = test_owner("", "u"), .attempt = resv_cstr("a"),
