@@ -53,6 +53,8 @@ DEB_PACKAGES += tarantool
 DEB_PACKAGES += lua-luv neovim lua-cqueues love
 # The model checker of model/.
 DEB_PACKAGES += spin
+# make test-install tries the rockspec with LuaRocks.
+DEB_PACKAGES += luarocks
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
