@@ -29,7 +29,8 @@
 -- letting the wait return at once.
 --
 -- opts.on_failure(traceback) gets an error raised in a spawned coroutine
--- (default: written to io.stderr).
+-- (default: written to io.stderr). One pump per process serves those
+-- waits: the last one started (resv's scheduler is one per process).
 local cqueues = require "cqueues"
 local condition = require "cqueues.condition"
 local resv = require "resv"
