@@ -12,8 +12,10 @@ the server signature; MongoDB's SCRAM-SHA-1 hashes the password first as
 ``hex(md5(user + ":mongo:" + password))``. A wrong password or an unknown
 user fails with AuthenticationFailed (18). ``hello`` with
 ``saslSupportedMechs: "db.user"`` lists the user's mechanisms.
-``speculativeAuthenticate`` is ignored, which drivers allow (they then run
-saslStart themselves).
+A ``speculativeAuthenticate`` in the handshake's hello runs saslStart
+there (MongoDB 4.4+), answered in the reply's ``speculativeAuthenticate``,
+so the driver goes on with saslContinue; when it cannot start (an unknown
+user) the field is left out and the driver authenticates the long way.
 
 Roles, with the privileges of MongoDB's built-in roles the store needs:
 ``read``/``readWrite`` on one database (its collections' reads, and for

@@ -96,6 +96,16 @@ def hello(request):
     mechanisms = emulator.auth.supported_mechanisms(command.get('saslSupportedMechs'))
     if mechanisms is not None:
         reply['saslSupportedMechs'] = mechanisms
+    speculative = command.get('speculativeAuthenticate')
+    if isinstance(speculative, dict) and 'saslStart' in speculative:
+        # The handshake carries the first SCRAM step (MongoDB 4.4+); when it
+        # cannot start, the field is left out and the driver authenticates
+        # the long way, to fail there.
+        try:
+            reply['speculativeAuthenticate'] = emulator.auth.sasl_start(
+                request.connection, speculative.get('db') or 'admin', speculative)
+        except CommandError:
+            pass
     reply.update([
         ('maxBsonObjectSize', 16 * 1024 * 1024), ('maxMessageSizeBytes', 48000000),
         ('maxWriteBatchSize', 100000), ('localTime', datetime.datetime.utcnow()),

@@ -3,7 +3,9 @@
 MongoDB's documentation followed:
 - SCRAM, https://www.mongodb.com/docs/manual/core/security-scram/ :
   SCRAM-SHA-256 (RFC 7677) and SCRAM-SHA-1 (RFC 5802) through saslStart and
-  saslContinue; hello with saslSupportedMechs: "<db>.<user>" lists the
+  saslContinue, the first step possibly in the handshake's hello
+  (speculativeAuthenticate, "Authentication" in the MongoDB handshake
+  specification, MongoDB 4.4+); hello with saslSupportedMechs: "<db>.<user>" lists the
   user's mechanisms (https://www.mongodb.com/docs/manual/reference/command/hello/);
   a wrong password or an unknown user fails with AuthenticationFailed (18);
 - built-in roles, https://www.mongodb.com/docs/manual/reference/built-in-roles/ :
@@ -21,6 +23,7 @@ import subprocess
 import unittest
 
 import pymongo
+from bson.binary import Binary
 from bson.son import SON
 
 from emulator.auth import User
@@ -70,6 +73,22 @@ class AuthTest(unittest.TestCase):
         reply = raw_command(self.server.address, 'admin',
                             {'hello': 1, 'saslSupportedMechs': 'admin.nobody'})
         self.assertNotIn('saslSupportedMechs', reply)
+
+    def test_speculative_authentication_in_the_handshake(self):
+        first = 'n,,n=app,r=clientnonce'
+        reply = raw_command(self.server.address, 'admin', SON([
+            ('hello', 1), ('speculativeAuthenticate', SON([
+                ('saslStart', 1), ('mechanism', 'SCRAM-SHA-256'),
+                ('payload', Binary(first.encode())), ('db', 'admin')]))]))
+        step = reply['speculativeAuthenticate']
+        self.assertIs(step['done'], False)
+        self.assertTrue(bytes(step['payload']).startswith(b'r=clientnonce'))
+        self.assertIn(b',i=4096', bytes(step['payload']))
+        reply = raw_command(self.server.address, 'admin', SON([
+            ('hello', 1), ('speculativeAuthenticate', SON([
+                ('saslStart', 1), ('mechanism', 'SCRAM-SHA-256'),
+                ('payload', Binary(b'n,,n=nobody,r=x')), ('db', 'admin')]))]))
+        self.assertNotIn('speculativeAuthenticate', reply)
 
     def test_wrong_password_and_unknown_user_fail_with_18(self):
         for credentials in ('app:wrong', 'nobody:s3cret'):
