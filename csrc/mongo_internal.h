@@ -20,7 +20,10 @@ typedef struct resv__mongo {
   mongoc_uri_t *uri;
   mongoc_read_prefs_t *primary; /* reads go to the primary */
   char *database;
-  bool is_mongos;  /* hello said msg: "isdbgrid" */
+  /* hello said msg: "isdbgrid"; learnt at open with check, else on the
+   * first call (topology_known), so both are atomic. */
+  atomic_bool is_mongos;
+  atomic_bool topology_known;
   bool shard_auto; /* sharding option is auto */
   char *secret;    /* the URI's password (decoded), scrubbed from errors */
   char *secret_raw; /* the same as written in the URI (percent-encoded) */

@@ -13,12 +13,11 @@
  * of dispatcher threads: each thread holds at most one client, so a pop
  * never waits for another thread.
  *
- * The start-up check runs on a single-threaded client, not on the pool:
- * a single client tries each server once (serverSelectionTryOnce) and
- * fails at once when nothing answers, where a pooled client would wait
- * out the whole selection timeout. Selecting a writable server performs
- * the hello handshake (the driver falls back to isMaster on old servers);
- * its reply's msg "isdbgrid" means a mongos.
+ * Open never waits on the network (SPEC section 7) unless check is set:
+ * the topology (a mongos or not: the hello reply's msg "isdbgrid") is
+ * learnt by the first call from its own client's handshake. With check,
+ * open pings the server on a single-threaded client, which authenticates
+ * and learns the topology there (check_server).
  * Nothing is created on the server here: collections are made on a
  * type's first call (mongo_schema.c).
  *
@@ -136,33 +135,55 @@ static void describe_hosts(resv__mongo_t *m) {
   }
 }
 
-/* Selects a writable server on a single-threaded client and learns from
- * its hello reply whether it is a mongos. The selection's handshake is the
- * one round trip: a separate hello or ping command would cost another,
- * and its implicit session an endSessions when the client goes. Fails
- * with RESV_EUNAVAILABLE when nothing answers. */
-static bool check_server(resv__mongo_t *m, resv_error_t *err) {
+/* Learns from client's writable server whether it is a mongos: the
+ * selection's hello handshake, which the client's first command needs
+ * anyway (no extra round trip once connected). Fails with
+ * RESV_EUNAVAILABLE when nothing answers. */
+static bool learn_topology(resv__mongo_t *m, mongoc_client_t *client,
+                           int64_t deadline, resv_error_t *err) {
   bson_error_t error;
   bson_iter_t it;
   mongoc_server_description_t *sd;
   const bson_t *hello;
+  bool mongos = false;
+
+  sd = mongoc_client_select_server(client, true, NULL, &error);
+  if (!sd)
+    return resv__mongo_fail(m, err, &error, deadline, "connect");
+  hello = mongoc_server_description_hello_response(sd);
+  if (bson_iter_init_find(&it, hello, "msg") && BSON_ITER_HOLDS_UTF8(&it))
+    mongos = strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0;
+  mongoc_server_description_destroy(sd);
+  atomic_store(&m->is_mongos, mongos);
+  atomic_store(&m->topology_known, true);
+  return true;
+}
+
+/* check = true (SPEC section 7): waits until the server answers and
+ * authenticates, on a single-threaded client, which tries each server
+ * once (serverSelectionTryOnce) and fails at once when nothing answers,
+ * where a pooled client would wait out the whole selection timeout. A
+ * ping is the command that authenticates (selection alone does not), so a
+ * wrong password fails here. */
+static bool check_server(resv__mongo_t *m, resv_error_t *err) {
+  bson_error_t error;
+  bson_t ping = BSON_INITIALIZER;
+  bool ok;
   mongoc_client_t *client =
       mongoc_client_new_from_uri_with_error(m->uri, &error);
 
   if (!client)
     return resv__mongo_fail(m, err, &error, 0, "connect");
   mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
-  sd = mongoc_client_select_server(client, true, NULL, &error);
-  if (!sd) {
-    mongoc_client_destroy(client);
-    return resv__mongo_fail(m, err, &error, 0, "connect");
-  }
-  hello = mongoc_server_description_hello_response(sd);
-  if (bson_iter_init_find(&it, hello, "msg") && BSON_ITER_HOLDS_UTF8(&it))
-    m->is_mongos = strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0;
-  mongoc_server_description_destroy(sd);
+  BSON_APPEND_INT32(&ping, "ping", 1);
+  ok = mongoc_client_command_simple(client, "admin", &ping, NULL, NULL, &error);
+  bson_destroy(&ping);
+  if (!ok)
+    ok = resv__mongo_fail(m, err, &error, 0, "connect");
+  else
+    ok = learn_topology(m, client, 0, err);
   mongoc_client_destroy(client);
-  return true;
+  return ok;
 }
 
 /* A dispatcher thread's client, and the collection of the type it ran
@@ -213,6 +234,9 @@ static bool mongo_execute(void *backend, resv_type_t *type,
   w = this_worker(m);
   if (!w)
     return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
+  if (!atomic_load(&m->topology_known) &&
+      !learn_topology(m, w->client, deadline, err))
+    return false;
   if (!resv__mongo_schema_ready(m, type, w->client, deadline, err))
     return false;
   if (w->type != type) {
@@ -232,11 +256,13 @@ static bool mongo_execute(void *backend, resv_type_t *type,
 static void mongo_describe(void *backend, char *buf, size_t size) {
   const resv__mongo_t *m = backend;
   snprintf(buf, size, "mongodb %s/%s (%s)", m->hosts, m->database,
-           m->is_mongos ? "mongos" : "mongod");
+           !atomic_load(&m->topology_known) ? "not yet connected"
+           : atomic_load(&m->is_mongos)     ? "mongos"
+                                            : "mongod");
 }
 
 static bool mongo_is_sharded(void *backend) {
-  return ((const resv__mongo_t *)backend)->is_mongos;
+  return atomic_load(&((resv__mongo_t *)backend)->is_mongos);
 }
 
 /* After the dispatcher's threads are joined (each gave its client back):
@@ -338,7 +364,9 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   }
   describe_hosts(m);
 
-  if (!check_server(m, err)) {
+  /* Without check, nothing here waits on the network: the pool connects
+   * on the first call (mongoc starts its monitoring then). */
+  if (options->check && !check_server(m, err)) {
     mongo_destroy(m);
     return NULL;
   }

@@ -145,6 +145,11 @@ typedef struct resv_options {
   /* How long an expired reservation stays before it is reclaimed, in
    * ms; default 60000. */
   int64_t sweep_grace_ms;
+  /* MongoDB: nonzero: open waits until the server answers, authenticates
+   * and learns its topology (RESV_EUNAVAILABLE, or the authentication
+   * failure, otherwise); 0 (default): open never waits on the network,
+   * and the first call does that. */
+  int32_t check;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */

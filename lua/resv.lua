@@ -149,7 +149,7 @@ local OPTIONS = {
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
   max_holds = true,
   path = true, map_size = true, sync = true, per_process = true,
-  sweep_grace_ms = true,
+  sweep_grace_ms = true, check = true,
 }
 
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
@@ -247,6 +247,12 @@ local function fill_options(o, opts, keep)
       return expected("per_process", "a boolean", per_process)
     end
     o.per_process = per_process and 1 or 0
+  end
+  if values.check ~= nil then
+    if type(values.check) ~= "boolean" then
+      return expected("check", "a boolean", values.check)
+    end
+    o.check = values.check and 1 or 0
   end
   if values.uri == nil and values.path == nil and not per_process then
     local workers = ngx_workers()

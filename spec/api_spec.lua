@@ -45,6 +45,7 @@ describe("resv.open", function()
     { "write_concern negative", { write_concern = -1 } },
     { "write_concern unknown", { write_concern = "all" } },
     { "write_concern fraction", { write_concern = 1.5 } },
+    { "check not a boolean", { check = 1 } },
   }
   for _, case in ipairs(bad) do
     it("refuses " .. case[1] .. " as invalid", function()
@@ -70,14 +71,24 @@ describe("resv.open", function()
 
   it("answers unavailable for a server that is not there", function()
     local store, err = resv.open { uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200",
-                                   timeout_ms = 500 }
+                                   timeout_ms = 500, check = true }
     assert.is_nil(store)
     assert.matches("^unavailable", err)
   end)
 
+  it("without check opens at once, and the call answers unavailable", function()
+    local store = assert(resv.open { uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200",
+                                     timeout_ms = 500 })
+    local t = assert(store:type("open", "user"))
+    local r, err = t:get { namespace = "n", key = "k" }
+    assert.is_nil(r)
+    assert.matches("^unavailable", err)
+    store:close()
+  end)
+
   it("never shows a password", function()
     local store, err = resv.open { uri = "mongodb://ann:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=200",
-                                   timeout_ms = 500 }
+                                   timeout_ms = 500, check = true }
     assert.is_nil(store)
     assert.is_nil(err:find("s3cret", 1, true))
     local uri = helpers.mongo_uri()

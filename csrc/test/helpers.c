@@ -15,7 +15,8 @@ const char *test_mongo_uri(void) {
 }
 
 resv_store_t *test_open(const char *uri) {
-  resv_options_t o = {.uri = uri, .threads = 4, .timeout_ms = 5000};
+  /* check: the topology is known at once (resv_store_is_sharded). */
+  resv_options_t o = {.uri = uri, .threads = 4, .timeout_ms = 5000, .check = 1};
   resv_error_t err;
   resv_store_t *s = resv_store_open(&o, &err);
   ck_assert_msg(s != NULL, "open %s: %s: %s", uri ? uri : "memory",

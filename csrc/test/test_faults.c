@@ -472,13 +472,79 @@ END_TEST
 
 /* ---- the server down, and back ----------------------------------------- */
 
+/* SPEC section 7: without check, opening never waits on the network: a
+ * store opened while the server is down opens at once, its calls answer
+ * unavailable (or timeout) within their deadline, and it works as soon as
+ * the server is back. */
+START_TEST(a_store_opened_while_the_server_is_down_works_once_it_is_back) {
+  emu_t e;
+  emu_start(&e, 0, false);
+  emu_kill(&e);
+  char uri[256];
+  snprintf(uri, sizeof uri, "mongodb://127.0.0.1:%d/app", e.port);
+  resv_options_t o = {.uri = uri, .timeout_ms = 500, .threads = 2};
+  resv_error_t err;
+  resv_answer_t a = {0};
+  int64_t took, start = resv__monotonic_ms();
+  resv_store_t *s = resv_store_open(&o, &err);
+  int64_t opened = resv__monotonic_ms() - start;
+
+  ck_assert_msg(s != NULL, "%s: %s", resv_code_name(err.code), err.message);
+  ck_assert_msg(opened < 100, "open took %lld ms", (long long)opened);
+  resv_type_t *t = test_fresh_type(s, "down");
+  ck_assert(!op_call(t, RESV_OP_RESERVE, "k", &a, &err, &took));
+  ck_assert_msg(err.code == RESV_EUNAVAILABLE || err.code == RESV_ETIMEOUT, "%s: %s",
+                resv_code_name(err.code), err.message);
+  ck_assert_msg(took <= 500 + GRACE_MS + 400, "the call took %lld ms", (long long)took);
+  emu_start(&e, e.port, false);
+  int64_t recovery = until_answered(t, RESV_OP_RESERVE, "k", 10000, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  fprintf(stderr, "faults: opened with the server down in %lld ms; first answer %lld ms "
+          "after the restart\n", (long long)opened, (long long)recovery);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  emu_stop(&e);
+}
+END_TEST
+
+/* check = true authenticates at open: a wrong password fails there,
+ * clearly and without the password; the right one opens. */
+START_TEST(check_at_open_authenticates) {
+  emu_t e;
+  char uri[256];
+  resv_error_t err;
+  emu_start_mode(&e, 0, "--user=app:s3cret:readWrite@resv");
+  snprintf(uri, sizeof uri, "mongodb://app:wr0ng@127.0.0.1:%d/resv?authSource=admin",
+           e.port);
+  resv_options_t o = {.uri = uri, .timeout_ms = 2000, .threads = 1, .check = 1};
+  ck_assert_ptr_null(resv_store_open(&o, &err));
+  ck_assert_msg(strstr(err.message, "uthenticat") && !strstr(err.message, "wr0ng"),
+                "%s: %s", resv_code_name(err.code), err.message);
+  fprintf(stderr, "faults: check with a wrong password: %s: %s\n", resv_code_name(err.code),
+          err.message);
+  /* Without check the same open succeeds: the first call says it. */
+  o.check = 0;
+  resv_store_t *s = resv_store_open(&o, &err);
+  ck_assert_ptr_nonnull(s);
+  resv_store_close(s);
+  snprintf(uri, sizeof uri, "mongodb://app:s3cret@127.0.0.1:%d/resv?authSource=admin",
+           e.port);
+  o.check = 1;
+  s = resv_store_open(&o, &err);
+  ck_assert_msg(s != NULL, "%s", err.message);
+  ck_assert(!resv_store_is_sharded(s));
+  resv_store_close(s);
+  emu_stop(&e);
+}
+END_TEST
+
 START_TEST(a_server_down_at_open_is_unavailable_at_once) {
   emu_t e;
   emu_start(&e, 0, false);
   emu_kill(&e);
   char uri[256];
   snprintf(uri, sizeof uri, "mongodb://ann:s3cret@127.0.0.1:%d/app", e.port);
-  resv_options_t o = {.uri = uri, .timeout_ms = 5000};
+  resv_options_t o = {.uri = uri, .timeout_ms = 5000, .check = 1};
   resv_error_t err;
   int64_t start = resv__monotonic_ms();
   resv_store_t *s = resv_store_open(&o, &err);
@@ -603,6 +669,8 @@ Suite *faults_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("restart");
   tcase_add_test(tc, a_server_down_at_open_is_unavailable_at_once);
+  tcase_add_test(tc, a_store_opened_while_the_server_is_down_works_once_it_is_back);
+  tcase_add_test(tc, check_at_open_authenticates);
   tcase_add_test(tc, a_server_killed_and_restarted_is_found_again);
   tcase_add_test(tc, a_server_stopped_and_restarted_is_found_again);
   tcase_add_test(tc, a_store_used_after_fork_answers_closed_on_memory);
