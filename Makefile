@@ -27,16 +27,20 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
            -Wcast-align -Wwrite-strings -Wno-unused-parameter
 OPT     ?= -O2 -g
 SAN     ?=
-CFLAGS_ALL  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
+# The core's folders (README "Layout"): each file includes its neighbours'
+# headers by name.
+CSRC_DIRS := csrc csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
+CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
               $(WARN) $(DEPS_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 LIBS_ALL    = $(DEPS_LIBS) -llmdb -lpthread
 
-LIB_SRC  := $(sort $(wildcard csrc/*.c))
+LIB_SRC  := $(sort $(wildcard csrc/*.c csrc/*/*.c))
+LIB_SRC  := $(filter-out csrc/test/%,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:csrc/%.c=$(O)/obj/%.o)
 TEST_SRC := $(sort $(wildcard csrc/test/*.c))
 TEST_OBJ := $(TEST_SRC:csrc/test/%.c=$(O)/obj/test/%.o)
-HEADERS  := $(wildcard csrc/*.h csrc/test/*.h)
+HEADERS  := $(wildcard csrc/*.h csrc/*/*.h)
 
 # Debian packages the project needs; `make deps` installs the missing ones.
 DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
@@ -57,7 +61,7 @@ DEB_PACKAGES += spin
 DEB_PACKAGES += luarocks
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -96,7 +100,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan test-model
+	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -141,9 +145,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := validate decode
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
-                $(DEPS_CFLAGS) -Icsrc
-FUZZ_SRC_validate := csrc/validate.c csrc/error.c
-FUZZ_SRC_decode   := csrc/validate.c csrc/error.c csrc/mongo_decode.c csrc/answer.c
+                $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%)
+FUZZ_SRC_validate := csrc/core/validate.c csrc/core/error.c
+FUZZ_SRC_decode   := csrc/core/validate.c csrc/core/error.c csrc/mongo/mongo_decode.c csrc/core/answer.c
 
 $(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode)
 	@mkdir -p $(dir $@)
@@ -200,6 +204,15 @@ $(O)/model/replay: model/replay.c csrc/resv.h $(O)/libresv.a
 test-lua: $(O)/libresv.so
 	LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  scripts/with-mongo $(LUAJIT) /usr/bin/busted
+
+# The folders keep their dependencies: only csrc/mongo/ includes the MongoDB
+# driver and only csrc/file/ LMDB (libbson, which both stores' records are
+# written in, is theirs to share; the tests may use anything).
+test-layout:
+	@bad=$$(grep -rlE '#include <(mongoc/mongoc|mongoc)\.h>' csrc --include='*.[ch]' | grep -v '^csrc/mongo/\|^csrc/test/'; \
+	       grep -rl '#include <lmdb\.h>' csrc --include='*.[ch]' | grep -v '^csrc/file/\|^csrc/test/'); \
+	if [ -n "$$bad" ]; then echo "test-layout: outside their folder: $$bad"; exit 1; fi; \
+	echo "test-layout: mongoc only in csrc/mongo/, LMDB only in csrc/file/"
 
 # resv in the real Tarantool: fibers yield and resume as themselves, and
 # the event loop keeps ticking (against the emulator or MONGODB_URI).

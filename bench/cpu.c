@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
     if (round == 0) CALLGRIND_DUMP_STATS_AT("bare");
     for (int i = 0; i < calls; i++) {
       if (!resv__mongo_run(&backend, coll, &req, resv_store_now(store),
-                           resv__monotonic_ms() + 5000, &answer, &err))
+                           resv__monotonic_ms() + 5000, &answer, NULL, &err))
         bench_die("core reserve", &err);
     }
     bench_expect("core reserve", &answer, RESV_RESERVED);

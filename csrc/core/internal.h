@@ -177,6 +177,12 @@ int resv__store_reapers(void);
 
 /* ---- Jobs (job.c) and the dispatcher (pool.c) ------------------------ */
 
+/* Lock order: the pool's, a job's and an inbox's mutexes never nest. Each
+ * is released before another is taken: a job is finished (its mutex, then
+ * its inbox's) outside the pool's lock. The store's types lock is outermost:
+ * under it a backend's type_init and usage may take the backend's own
+ * locks, never the pool's, a job's or an inbox's. */
+
 typedef void (*resv__work_fn)(resv_job_t *job);
 
 struct resv_job {
