@@ -22,7 +22,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from gateway import Gateway, REPO  # noqa: E402
+from gateway import Gateway, REPO, free_port as gateway_free_port  # noqa: E402
 
 URI = os.environ.get('RESV_TEST_URI', '')
 RUN = uuid.uuid4().hex[:8]
@@ -64,9 +64,13 @@ class FailPoint:
 class Emulator:
     """A private emulator, for the test that stops its server."""
 
+    def __init__(self, port=0):
+        self.port = port
+
     def __enter__(self):
         self.proc = subprocess.Popen(
-            ['/usr/bin/python3', os.path.join(REPO, 'emulator', 'run.py')],
+            ['/usr/bin/python3', os.path.join(REPO, 'emulator', 'run.py'),
+             '--port', str(self.port)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.uri = self.proc.stdout.readline().strip()
         return self
@@ -463,6 +467,42 @@ class StoreDown(unittest.TestCase):
             status, body = gw.signup(fresh('ida') + '@example.com', fresh('ida'))
             self.assertEqual(503, status, body)
             self.assertEqual('store unavailable', body['error'])
+
+
+    def test_a_store_opened_while_the_server_was_down_serves_once_it_is_up(self):
+        # Opening never waits on the network (SPEC section 7): the worker
+        # starts, answers 503 while nothing listens, and 201 as soon as the
+        # server is there, with no reload: the example (which opens its
+        # store in init_worker, as the README's snippet does) and a store
+        # opened on first use (users.lua's pattern).
+        port = gateway_free_port()
+        uri = 'mongodb://127.0.0.1:%d/resv_down' % port
+        snippet = r"""
+    location = /snippet {
+      content_by_lua_block {
+        local users = package.loaded.snippet_users
+        if not users then
+          local resv = require "resv"
+          local store, err = resv.open { uri = "%s", timeout_ms = 1000 }
+          if not store then return ngx.exit(503) end
+          users = assert(store:type("shop", "user"))
+          package.loaded.snippet_users = users
+        end
+        local r, err = users:reserve({ namespace = "email", key = ngx.var.arg_k },
+                                     { id = "o" }, "a", 30000)
+        if not r then return ngx.exit(503) end
+        ngx.say(r.status)
+      }
+    }
+""" % uri
+        with Gateway(uri=uri, timeout_ms=1000, extra_locations=snippet) as gw:
+            status, body = gw.signup(fresh('jo') + '@example.com', fresh('jo'))
+            self.assertEqual((503, 'store unavailable'), (status, body['error']))
+            self.assertEqual(503, gw.request('GET', '/snippet?k=' + fresh('s'))[0])
+            with Emulator(port=port):
+                self.assertEqual(201, gw.signup(fresh('jo') + '@example.com', fresh('jo'))[0])
+                status, body = gw.request('GET', '/snippet?k=' + fresh('s'))
+                self.assertEqual((200, 'reserved'), (status, str(body).strip()))
 
 
 class Counting(unittest.TextTestResult):
