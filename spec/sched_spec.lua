@@ -75,6 +75,36 @@ describe("resv.spawn", function()
     assert.is_nil(failures)
   end)
 
+  it("hands a registered foreign yield to its taker, which resumes the coroutine with results", function()
+    local sched = require "resv.sched"
+    local MARK = {}
+    local taken
+    sched.foreign_yield(MARK, function(co, a, b) taken = { co = co, a = a, b = b } end)
+    local got
+    local co = resv.spawn(function() got = { coroutine.yield(MARK, 1, 2) } end)
+    resv.poll() -- not resumed as "wait one frame": the taker holds it
+    assert.is_nil(got)
+    assert.same({ co = co, a = 1, b = 2 }, taken)
+    assert.is_false(sched.turn_pending())
+    sched.resume(co, "x", "y")
+    sched.foreign_yield(MARK, nil)
+    assert.same({ "x", "y" }, got)
+    assert.equal(0, resv.pending())
+  end)
+
+  it("ends a coroutine that yields a cqueues wait when no pump serves it", function()
+    local saved = package.loaded.cqueues
+    local POLL = {}
+    package.loaded.cqueues = { _POLL = POLL } -- what cqueues.sleep yields
+    local after
+    resv.spawn(function() coroutine.yield(POLL, 0.5); after = true end)
+    local _, failures = resv.poll()
+    package.loaded.cqueues = saved
+    assert.is_nil(after)
+    assert.equal(0, resv.pending())
+    assert.matches("no resv.cqueues pump serves it", failures[1])
+  end)
+
   it("gives a descriptor", function()
     local fd = resv.fd()
     assert.is_number(fd)
@@ -206,6 +236,26 @@ if helpers.mongo_uri() then
       end
       assert.equal("reserved", r.status)
       assert.is_true(resv.run())
+      store:close()
+    end)
+  end)
+
+  describe("resv.timeout", function()
+    it("is nil when nothing waits, and a Lua number up to the call's deadline while one does", function()
+      assert.is_nil(resv.timeout())
+      local store, t = helpers.fresh_type(helpers.backends()[2], { timeout_ms = 4000 })
+      local r
+      resv.spawn(function() r = assert(t:reserve(KEY, OWNER, "a", 1000)) end)
+      if r == nil then
+        local ms = resv.timeout()
+        -- A number a host's timer takes (luv's timer:start refused the
+        -- int64 cdata it used to be).
+        assert.equal("number", type(ms))
+        assert.is_true(ms > 0 and ms <= 4000 + 1000, tostring(ms))
+      end
+      assert.is_true(resv.run())
+      assert.equal("reserved", r.status)
+      assert.is_nil(resv.timeout())
       store:close()
     end)
   end)

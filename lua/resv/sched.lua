@@ -45,6 +45,7 @@ local co_yield = coroutine.yield
 local traceback = debug.traceback
 local error = error
 local pairs = pairs
+local next = next
 local package = package
 local type = type
 local tonumber = tonumber
@@ -325,6 +326,11 @@ end
 -- loop may wait for resv.fd() before it calls resv.poll() anyway.
 function _M.timeout()
   own_process()
+  -- earliest is recomputed lazily (at that deadline): when the last waiter
+  -- has gone, nothing waits, whatever it still says.
+  if earliest ~= nil and next(give_up) == nil then
+    earliest = nil
+  end
   if earliest == nil then
     return nil
   end
