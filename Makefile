@@ -223,7 +223,8 @@ test-tarantool: $(O)/libresv.so
 # examples), against one emulator or MONGODB_URI: resv.luv in Debian's
 # lua-luv under LuaJIT and in headless Neovim, resv.cqueues in Debian's
 # lua-cqueues, and examples/love in LÖVE 11.4 (headless: no window or
-# graphics) as a game folder, a .love and a fused game.
+# graphics) as a game folder, a .love and a fused game. Standard input is
+# /dev/null: libuv aborts when its descriptors land on a closed fd 0-2.
 .PHONY: test-hosts
 HOSTS_ENV = LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" RESV_CPATH="$(O)/?.so" RESV_BUILD=$(O)
 test-hosts: $(O)/libresv.so
@@ -235,7 +236,7 @@ test-hosts: $(O)/libresv.so
 	  $(LUAJIT) examples/hosts/luv.lua "$$RESV_TEST_URI" && \
 	  $(LUAJIT) examples/hosts/cqueues.lua "$$RESV_TEST_URI" && \
 	  $(LUAJIT) examples/hosts/cqueues.lua && \
-	  nvim --headless -u NONE -c "luafile examples/hosts/nvim.lua"'
+	  nvim --headless -u NONE -c "luafile examples/hosts/nvim.lua"' </dev/null
 
 # The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI.
 test-nginx: $(O)/libresv.so
