@@ -54,7 +54,8 @@ static bool ref_string(const resv_str_t *s, bool required, size_t max) {
 #define MAX_TTL (10LL * 366 * 24 * 3600 * 1000)
 
 static bool ref_request(const resv_request_t *r, size_t max) {
-  if (r->op < RESV_OP_RESERVE || r->op > RESV_OP_GET) return false;
+  if (r->op < RESV_OP_RESERVE || r->op > RESV_OP_SWEEP) return false;
+  if (r->op == RESV_OP_SWEEP) return true; /* a whole type: no key */
   if (!ref_string(&r->key.tenant, false, max) || !ref_string(&r->key.ns, true, max) ||
       !ref_string(&r->key.key, true, max))
     return false;
@@ -124,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   cursor_t c = {data + 2, size - 2};
   resv_request_t r = {0};
-  r.op = data[0] % 7; /* 0 and 6 are unknown ops */
+  r.op = data[0] % 8; /* 0 and 7 are unknown ops */
   size_t max = 1 + (size_t)data[1] * 4;
   r.ttl_ms = (int64_t)take_u64(&c);
   r.version = (int64_t)take_u64(&c);
