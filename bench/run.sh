@@ -67,6 +67,9 @@ run "$out/filestore" 100000 2
 #    and against Redis (appendfsync everysec, SET NX PX through hiredis).
 run "$out/redis_nx" 20000 3
 
+# 9. The counters of resv_store_stats on the memory store's hot path.
+run "$out/stats_cost" 200
+
 if command -v gnuplot >/dev/null; then
   gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
 fi

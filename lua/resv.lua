@@ -38,6 +38,8 @@ local resv_store_is_sharded = C.resv_store_is_sharded
 local resv_store_runs_inline = C.resv_store_runs_inline
 local resv_store_describe = C.resv_store_describe
 local resv_store_type = C.resv_store_type
+local resv_store_stats = C.resv_store_stats
+local resv_stats_bound = C.resv_stats_bound
 
 local error_string = base.error_string
 local invalid = base.invalid
@@ -136,6 +138,72 @@ function Store:close()
   return true
 end
 
+-- The names of resv_stats_t's rows and columns (SPEC section 13).
+local OP_NAMES = { "reserve", "confirm", "abandon", "release", "get", "sweep" }
+local function names_of(name_of, n)
+  local t = {}
+  for i = 0, n - 1 do t[i] = ffi_string(name_of(i)) end
+  return t
+end
+local STATUS_NAMES = names_of(C.resv_status_name, C.RESV_STATS_STATUSES)
+local CODE_NAMES = names_of(C.resv_code_name, C.RESV_STATS_CODES)
+local BOUNDS = {}
+for i = 0, C.RESV_STATS_BUCKETS - 1 do BOUNDS[i + 1] = resv_stats_bound(i) end
+
+local stats_buf = ffi_new("resv_stats_t")
+
+-- The store's counters since open as a plain table:
+--   calls[op][status], errors[op][code]  (only the counts above zero)
+--   latency[op] = { count, sum (seconds), buckets = { { le, count }, ... } }
+--     (cumulative; the last le is math.huge)
+--   duplicate_key_retries, setup_failures, slow_calls, slow_ms,
+--   jobs_waiting, jobs_running, entries and bytes (nil for MongoDB).
+-- Returns nil, err only for a store used after fork().
+function Store:stats()
+  local h = check_store(self, "stats")
+  if not resv_store_stats(h, stats_buf, err_buf) then
+    return nil, error_string(err_buf)
+  end
+  local st = stats_buf
+  local calls, errors, latency = {}, {}, {}
+  for op = 1, #OP_NAMES do
+    local name = OP_NAMES[op]
+    local c, e = {}, {}
+    for k = 0, C.RESV_STATS_STATUSES - 1 do
+      local n = tonumber(st.calls[op][k])
+      if n > 0 then c[STATUS_NAMES[k]] = n end
+    end
+    for k = 0, C.RESV_STATS_CODES - 1 do
+      local n = tonumber(st.errors[op][k])
+      if n > 0 then e[CODE_NAMES[k]] = n end
+    end
+    calls[name], errors[name] = c, e
+    local buckets = {}
+    for b = 1, #BOUNDS do
+      buckets[b] = { le = BOUNDS[b], count = tonumber(st.latency[op][b - 1]) }
+    end
+    latency[name] = { count = buckets[#buckets].count, sum = st.latency_sum[op],
+                      buckets = buckets }
+  end
+  local entries, bytes = tonumber(st.entries), tonumber(st.bytes)
+  return {
+    calls = calls, errors = errors, latency = latency,
+    duplicate_key_retries = tonumber(st.duplicate_key_retries),
+    setup_failures = tonumber(st.setup_failures),
+    slow_calls = tonumber(st.slow_calls),
+    slow_ms = tonumber(st.slow_ms),
+    jobs_waiting = tonumber(st.jobs_waiting),
+    jobs_running = tonumber(st.jobs_running),
+    entries = entries >= 0 and entries or nil,
+    bytes = bytes >= 0 and bytes or nil,
+  }
+end
+
+-- resv.metrics(store [, labels]): the Prometheus text format (resv.metrics).
+function _M.metrics(store, labels)
+  return require("resv.metrics").render(store, labels)
+end
+
 function Store:__tostring()
   resv_store_describe(self.handle, describe_buf, DESCRIBE_SIZE)
   return "resv.store: " .. ffi_string(describe_buf)
@@ -149,7 +217,7 @@ local OPTIONS = {
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
   max_holds = true,
   path = true, map_size = true, sync = true, per_process = true,
-  sweep_grace_ms = true, check = true,
+  sweep_grace_ms = true, check = true, slow_ms = true,
 }
 
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
@@ -263,7 +331,7 @@ local function fill_options(o, opts, keep)
     end
   end
   -- int64_t fields, exact in a Lua number; resv_store_open checks the ranges.
-  local wide = { "map_size", "sweep_grace_ms" }
+  local wide = { "map_size", "sweep_grace_ms", "slow_ms" }
   for i = 1, #wide do
     local name = wide[i]
     local v = values[name]

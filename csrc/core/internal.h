@@ -111,6 +111,38 @@ bool resv__validate_type(const char *context, size_t context_len,
 /* True when s[0..len) is valid UTF-8 without NUL bytes. */
 bool resv__utf8_valid(const char *s, size_t len);
 
+/* ---- Counters (stats.c) ---------------------------------------------- */
+
+#define RESV__DEFAULT_SLOW_MS 100
+
+typedef struct resv__stats resv__stats_t;
+/* The counters a backend adds to besides the calls' own. */
+enum {
+  RESV__STAT_DUPLICATE_RETRY = 0,
+  RESV__STAT_SETUP_FAILURE = 1,
+  RESV__STAT_KINDS = 2
+};
+resv__stats_t *resv__stats_new(int64_t slow_ms);
+void resv__stats_free(resv__stats_t *stats);
+/* The monotonic clock in ns, for latencies. */
+int64_t resv__now_ns(void);
+/* Counts one ended call of op: answered (ok, what = its status) or
+ * failed (what = its code), that took ns. Never fails; NULL is ignored. */
+void resv__stats_call(resv__stats_t *stats, int32_t op, bool ok, int32_t what,
+                      int64_t ns);
+/* Its two halves: the answer's counter, and one latency observation. */
+void resv__stats_answer(resv__stats_t *stats, int32_t op, bool ok, int32_t what);
+void resv__stats_latency(resv__stats_t *stats, int32_t op, int64_t ns);
+/* The memory store's calls cost less than the two clock reads a latency
+ * needs (49 ns each on this machine's VM against a 370 ns get), so its
+ * histogram observes one call in RESV__SAMPLE_EVERY (64) per thread (a power
+ * of two): true for the call to time. */
+#define RESV__SAMPLE_EVERY 64
+bool resv__stats_sample(void);
+void resv__stats_count(resv__stats_t *stats, int kind);
+/* Adds the counters into out (zeroed by the caller). */
+void resv__stats_sum(const resv__stats_t *stats, resv_stats_t *out);
+
 /* ---- Backends -------------------------------------------------------- */
 
 typedef struct resv__backend_ops {
@@ -170,6 +202,17 @@ struct resv_type {
 /* The entries and bytes of every type of the store (the backend's usage
  * op); false, both -1, for a store without one (MongoDB). */
 bool resv__store_usage(resv_store_t *store, int64_t *entries, int64_t *bytes);
+/* Counts a backend's event (RESV__STAT_*) in the type's store. */
+void resv__type_count(resv_type_t *type, int kind);
+/* The same for a store (NULL is ignored). */
+void resv__store_count(resv_store_t *store, int kind);
+/* Turns the counting of resv_call's inline calls off and on, for the
+ * baseline of bench/stats_cost.c (the same store, the same code path but
+ * for one predictable branch). Counting is on from open. */
+void resv__store_set_counting(resv_store_t *store, bool on);
+/* Counts a finished job's call (job.c calls it once per submitted call,
+ * before the job is marked done). */
+void resv__store_count_job(resv_job_t *job);
 
 /* Stores being torn down by resv_store_close's reaper threads (for
  * tests; the process waits for them at exit). */
@@ -203,6 +246,7 @@ struct resv_job {
   resv_error_t error;
   resv_answer_t answer;
   void *user;             /* for tests' work functions */
+  int64_t started_ns;     /* a submitted call: when; 0: not counted */
   char strings_[];
 };
 
@@ -237,5 +281,7 @@ bool resv__pool_submit(resv__pool_t *pool, resv_job_t *job, resv_error_t *err);
  * the threads. Idempotent. */
 void resv__pool_shutdown(resv__pool_t *pool);
 void resv__pool_free(resv__pool_t *pool);
+/* Jobs queued and jobs running now. */
+void resv__pool_load(resv__pool_t *pool, int64_t *waiting, int64_t *running);
 
 #endif /* RESV_INTERNAL_H */

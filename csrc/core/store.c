@@ -34,6 +34,9 @@ struct resv_store {
   _Atomic int64_t clock_ms;
   int64_t timeout_ms;
   size_t max_string;
+  resv__stats_t *stats; /* the counters of resv_store_stats (stats.c) */
+  atomic_bool uncounted; /* bench/stats_cost.c's baseline: no counting */
+  bool sampled;          /* the memory store: time one call in 64 */
   pthread_mutex_t types_mutex;
   /* The types by collection name: a chained hash table (linked through
    * type->next) that doubles when it holds as many types as buckets, so
@@ -93,6 +96,12 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     return NULL;
   }
   if (!o.sweep_grace_ms) o.sweep_grace_ms = RESV__DEFAULT_GRACE_MS;
+  if (o.slow_ms < 0 || o.slow_ms > RESV__MAX_TIMEOUT_MS) {
+    resv__fail(err, RESV_EINVALID, "slow_ms: must be from 1 to %d, got %lld",
+               RESV__MAX_TIMEOUT_MS, (long long)o.slow_ms);
+    return NULL;
+  }
+  if (!o.slow_ms) o.slow_ms = RESV__DEFAULT_SLOW_MS;
   if (!o.threads) o.threads = RESV__DEFAULT_THREADS;
   if (!o.queue) o.queue = RESV__DEFAULT_QUEUE;
   if (!o.timeout_ms) o.timeout_ms = RESV__DEFAULT_TIMEOUT_MS;
@@ -104,12 +113,19 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     resv__fail(err, RESV_ENOMEM, "out of memory for a store");
     return NULL;
   }
+  if (!(store->stats = resv__stats_new(o.slow_ms))) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a store");
+    free(store);
+    return NULL;
+  }
   if (!check_database(&o, store->database, sizeof store->database, err)) {
+    resv__stats_free(store->stats);
     free(store);
     return NULL;
   }
   if (o.path && o.path[0] && o.uri && o.uri[0]) {
     resv__fail(err, RESV_EINVALID, "path and uri: give one of them, not both");
+    resv__stats_free(store->stats);
     free(store);
     return NULL;
   }
@@ -124,6 +140,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     store->backend = resv__memory_open(&o, &store->ops, err);
   }
   if (!store->backend) {
+    resv__stats_free(store->stats);
     free(store);
     return NULL;
   }
@@ -131,10 +148,12 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     store->pool = resv__pool_new(o.threads, o.queue, err);
     if (!store->pool) {
       store->ops->destroy(store->backend);
+      resv__stats_free(store->stats);
       free(store);
       return NULL;
     }
   }
+  store->sampled = strcmp(store->ops->name, "memory") == 0;
   store->generation = resv__generation_start();
   store->pid = getpid();
   store->timeout_ms = o.timeout_ms;
@@ -181,6 +200,7 @@ static void teardown(resv_store_t *store) {
   store->ops->destroy(store->backend);
   pthread_mutex_destroy(&store->shutdown_mutex);
   pthread_mutex_destroy(&store->types_mutex);
+  resv__stats_free(store->stats);
   free(store);
 }
 
@@ -239,6 +259,7 @@ void resv_store_close(resv_store_t *store) {
     /* The pool's threads and the MongoDB client belong to the parent:
      * touching them here could corrupt the parent's connections. Only the
      * handle itself is freed. */
+    resv__stats_free(store->stats);
     free(store);
     return;
   }
@@ -442,6 +463,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
   resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
                                   resv__add_ms_sat(resv__monotonic_ms(), timeout_ms), err);
   if (!job) return NULL;
+  job->started_ns = resv__now_ns();
   if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
       !check_open(store, &job->error)) {
     resv__job_finish(job);
@@ -464,8 +486,26 @@ resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *req,
 bool resv_call(resv_type_t *type, const resv_request_t *req,
                resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
-  if (!resv__validate_request(req, store->max_string, err)) return false;
-  if (!store->pool) return run_inline(type, req, answer, err);
+  resv_error_t local;
+  if (!err) err = &local; /* the counters want the code */
+  if (!resv__validate_request(req, store->max_string, err)) {
+    resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
+    return false;
+  }
+  if (!store->pool) {
+    if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
+      return run_inline(type, req, answer, err);
+    if (store->sampled && !resv__stats_sample()) {
+      bool ok = run_inline(type, req, answer, err);
+      resv__stats_answer(store->stats, req->op, ok, ok ? answer->status : err->code);
+      return ok;
+    }
+    int64_t started = resv__now_ns();
+    bool ok = run_inline(type, req, answer, err);
+    resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
+                     resv__now_ns() - started);
+    return ok;
+  }
 
   resv_job_t *job = submit(type, req, NULL, true, err);
   if (!job) return false;
@@ -481,6 +521,38 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   }
   resv_job_destroy(job);
   return ok;
+}
+
+void resv__store_count_job(resv_job_t *job) {
+  if (!job->type) return;
+  bool ok = job->error.code == RESV_OK;
+  resv__stats_call(job->type->store->stats, job->request.op, ok,
+                   ok ? job->answer.status : job->error.code,
+                   resv__now_ns() - job->started_ns);
+}
+
+void resv__type_count(resv_type_t *type, int kind) {
+  resv__stats_count(type->store->stats, kind);
+}
+
+void resv__store_set_counting(resv_store_t *store, bool on) {
+  atomic_store(&store->uncounted, !on);
+}
+
+void resv__store_count(resv_store_t *store, int kind) {
+  if (store) resv__stats_count(store->stats, kind);
+}
+
+bool resv_store_stats(resv_store_t *store, resv_stats_t *out, resv_error_t *err) {
+  memset(out, 0, sizeof *out);
+  if (forked(store))
+    return resv__fail(err, RESV_ECLOSED,
+                      "the store was opened in process %d, before a fork()",
+                      (int)store->pid);
+  resv__stats_sum(store->stats, out);
+  resv__pool_load(store->pool, &out->jobs_waiting, &out->jobs_running);
+  resv__store_usage(store, &out->entries, &out->bytes);
+  return true;
 }
 
 /* ---- calls with their strings as arguments (bindings) ---------------- */

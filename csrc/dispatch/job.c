@@ -64,6 +64,8 @@ resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
 }
 
 void resv__job_finish(resv_job_t *job) {
+  /* Counted before it is done: the store may go once a waiter sees it. */
+  if (job->started_ns) resv__store_count_job(job);
   pthread_mutex_lock(&job->mutex);
   atomic_store_explicit(&job->done, true, memory_order_release);
   pthread_mutex_unlock(&job->mutex);

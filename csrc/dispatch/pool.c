@@ -22,6 +22,7 @@ struct resv__pool {
   resv_job_t *head;
   resv_job_t *tail;
   int queued;
+  int running;
   int capacity;
   bool stopping;
   bool joined;
@@ -58,9 +59,11 @@ static void *worker_main(void *arg) {
     while (!pool->head && !pool->stopping) pthread_cond_wait(&pool->cond, &pool->mutex);
     resv_job_t *job = pop_locked(pool);
     if (!job) break; /* stopping, and nothing left */
+    pool->running++;
     pthread_mutex_unlock(&pool->mutex);
     run_job(job);
     pthread_mutex_lock(&pool->mutex);
+    pool->running--;
   }
   pthread_mutex_unlock(&pool->mutex);
   return NULL;
@@ -144,4 +147,13 @@ void resv__pool_free(resv__pool_t *pool) {
   pthread_cond_destroy(&pool->cond);
   pthread_mutex_destroy(&pool->mutex);
   free(pool);
+}
+
+void resv__pool_load(resv__pool_t *pool, int64_t *waiting, int64_t *running) {
+  *waiting = *running = 0;
+  if (!pool) return;
+  pthread_mutex_lock(&pool->mutex);
+  *waiting = pool->queued;
+  *running = pool->running;
+  pthread_mutex_unlock(&pool->mutex);
 }

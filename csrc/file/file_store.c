@@ -406,6 +406,8 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
     if (ok) {
       ft->dbi = dbi;
       atomic_store_explicit(&ft->ready, true, memory_order_release);
+    } else {
+      resv__type_count(type, RESV__STAT_SETUP_FAILURE);
     }
   }
   pthread_mutex_unlock(&e->setup);
@@ -669,6 +671,26 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
 
 /* ---- the backend -------------------------------------------------------- */
 
+/* The type's records but its format record, and the bytes of its pages,
+ * from one read transaction (a type not set up yet in this process
+ * counts nothing). */
+static void file_usage(void *backend, resv_type_t *type, int64_t *entries,
+                       int64_t *bytes) {
+  file_t *f = backend;
+  resv__file_type_t *ft = type->backend_state;
+  if (!ft || !atomic_load_explicit(&ft->ready, memory_order_acquire)) return;
+  MDB_txn *txn;
+  MDB_stat st;
+  if (begin_txn(f->env, MDB_RDONLY, &txn)) return;
+  if (mdb_stat(txn, ft->dbi, &st) == 0) {
+    *entries += st.ms_entries ? (int64_t)st.ms_entries - 1 : 0;
+    *bytes += (int64_t)(st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) *
+              st.ms_psize;
+  }
+  mdb_txn_abort(txn);
+  end_txn(f->env);
+}
+
 static void file_describe(void *backend, char *buf, size_t size) {
   file_t *f = backend;
   snprintf(buf, size, "resv store (file %s, sync=%s)", f->env->path,
@@ -688,6 +710,7 @@ static const resv__backend_ops_t process_ops = {
     .type_free = file_type_free,
     .execute = file_execute,
     .describe = file_describe,
+    .usage = file_usage,
     .destroy = file_destroy,
 };
 
@@ -698,6 +721,7 @@ static const resv__backend_ops_t disk_ops = {
     .type_free = file_type_free,
     .execute = file_execute,
     .describe = file_describe,
+    .usage = file_usage,
     .destroy = file_destroy,
 };
 

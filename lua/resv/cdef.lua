@@ -129,6 +129,9 @@ typedef struct resv_options {
    * failure, otherwise); 0 (default): open never waits on the network,
    * and the first call does that. */
   int32_t check;
+  /* A call that takes longer than this, in ms, counts as slow in
+   * resv_stats_t.slow_calls; default 100 (1 to a day). */
+  int64_t slow_ms;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */
@@ -314,6 +317,52 @@ size_t resv_inbox_drain(resv_inbox_t *inbox, resv_job_t **jobs, size_t max);
 bool resv_inbox_wait(resv_inbox_t *inbox, int64_t timeout_ms);
 
 /* ---- Answers and errors --------------------------------------------- */
+
+/* ---- Counters (SPEC section 13) ------------------------------------- */
+
+/* The sizes of resv_stats_t's tables: indexed by resv_op_t (0 unused),
+ * resv_status_t, resv_code_t, and the latency buckets, whose upper
+ * bounds resv_stats_bound gives (the last is +Inf). */
+enum {
+  RESV_STATS_OPS = 7,
+  RESV_STATS_STATUSES = 11,
+  RESV_STATS_CODES = 9,
+  RESV_STATS_BUCKETS = 23
+};
+
+/* Counters of a store since it was opened. Every call is counted once,
+ * when it ends: answered in calls[op][status], failed in errors[op][code]
+ * (a bad request, a full queue, a deadline included), and in the latency
+ * histogram of its op (from the call to its answer, the wait for a thread
+ * included). */
+typedef struct resv_stats {
+  uint64_t calls[7][11];   /* [RESV_STATS_OPS][RESV_STATS_STATUSES] */
+  uint64_t errors[7][9];   /* [RESV_STATS_OPS][RESV_STATS_CODES] */
+  /* Cumulative, Prometheus-style: latency[op][i] counts the calls that
+   * took at most resv_stats_bound(i) seconds; the last bucket (+Inf)
+   * counts them all. */
+  uint64_t latency[7][23]; /* [RESV_STATS_OPS][RESV_STATS_BUCKETS] */
+  double latency_sum[7];   /* seconds, over the calls of each op */
+  uint64_t duplicate_key_retries; /* MongoDB: upserts run again after 11000 */
+  uint64_t setup_failures; /* a type's set-up (collection, format record) that failed */
+  uint64_t slow_calls;     /* calls that took longer than slow_ms */
+  int64_t slow_ms;         /* the store's threshold */
+  int64_t jobs_waiting;    /* now: jobs queued for a dispatcher thread */
+  int64_t jobs_running;    /* now: jobs a dispatcher thread is running */
+  int64_t entries;         /* memory and file stores: live records; else -1 */
+  int64_t bytes;           /* memory: bytes of entries and tables; file:
+                            * bytes of the types' pages; else -1 */
+} resv_stats_t;
+
+/* Fills out with the store's counters. Cheap for the calls it counts:
+ * each thread adds to its own slot; this sums the slots (and, for the
+ * embedded stores, takes each stripe's lock once to count entries).
+ * Fails only with RESV_ECLOSED (a store used after fork()). */
+bool resv_store_stats(resv_store_t *store, resv_stats_t *out, resv_error_t *err);
+
+/* The upper bound of latency bucket i in seconds (+Inf for the last);
+ * 0 for an i out of range. */
+double resv_stats_bound(int32_t i);
 
 /* Frees an answer's storage and zeroes it. Accepts NULL. */
 void resv_answer_clear(resv_answer_t *answer);

@@ -1,0 +1,165 @@
+/* stats.c: a store's counters (SPEC section 13), cheap on the hot path.
+ *
+ * A call is counted on the thread that ends it, into that thread's slot:
+ * each thread gets a slot number once (a thread-local), and the first
+ * SLOTS - 1 threads of the process own theirs alone, so they add with a
+ * relaxed load and store (no locked instruction, no shared cache line);
+ * the threads after them share the last slot and add with a relaxed
+ * fetch_add. resv_store_stats sums the slots. A reader may see a call's
+ * status counted before its latency: each counter is exact, the set is
+ * not a snapshot, as with any Prometheus exporter.
+ *
+ * The latency buckets are kept per bucket (not cumulative) and made
+ * cumulative when summed, so a call adds to one bucket only; the bounds
+ * run from 1 µs (a memory-store call) to 10 s. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+_Static_assert(RESV_STATS_OPS == RESV_OP_SWEEP + 1, "one row per op");
+_Static_assert(RESV_STATS_STATUSES == RESV_SWEPT + 1, "one column per status");
+_Static_assert(RESV_STATS_CODES == RESV_ENOMEM + 1, "one column per code");
+
+#define SLOTS 16
+#define OPS RESV_STATS_OPS
+#define BUCKETS RESV_STATS_BUCKETS
+
+/* The bounds in nanoseconds; the last bucket has none (+Inf). */
+static const int64_t bounds_ns[BUCKETS - 1] = {
+    1000,      2500,      5000,      10000,      25000,      50000,
+    100000,    250000,    500000,    1000000,    2500000,    5000000,
+    10000000,  25000000,  50000000,  100000000,  250000000,  500000000,
+    1000000000, 2500000000, 5000000000, 10000000000};
+
+typedef struct slot {
+  _Atomic uint64_t calls[OPS][RESV_STATS_STATUSES];
+  _Atomic uint64_t errors[OPS][RESV_STATS_CODES];
+  _Atomic uint64_t buckets[OPS][BUCKETS];
+  _Atomic uint64_t sum_ns[OPS];
+  _Atomic uint64_t counts[RESV__STAT_KINDS];
+} __attribute__((aligned(64))) slot_t;
+
+struct resv__stats {
+  int64_t slow_ns;
+  int64_t slow_ms;
+  _Atomic uint64_t slow; /* rare: one shared counter */
+  slot_t slots[SLOTS];
+};
+
+static atomic_int next_slot;
+static _Thread_local int my_slot = -1;
+
+/* This thread's slot number, and whether it owns it alone. */
+static int slot_index(bool *owned) {
+  int i = my_slot;
+  if (i < 0) {
+    i = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
+    if (i >= SLOTS - 1) i = SLOTS - 1;
+    my_slot = i;
+  }
+  *owned = i < SLOTS - 1;
+  return i;
+}
+
+static inline void add(_Atomic uint64_t *c, uint64_t n, bool owned) {
+  if (owned)
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+int64_t resv__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+resv__stats_t *resv__stats_new(int64_t slow_ms) {
+  resv__stats_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->slow_ms = slow_ms;
+  s->slow_ns = slow_ms * 1000000;
+  return s;
+}
+
+void resv__stats_free(resv__stats_t *s) { free(s); }
+
+void resv__stats_call(resv__stats_t *s, int32_t op, bool ok, int32_t what,
+                      int64_t ns) {
+  if (!s) return;
+  resv__stats_answer(s, op, ok, what);
+  resv__stats_latency(s, op, ns);
+}
+
+void resv__stats_latency(resv__stats_t *s, int32_t op, int64_t ns) {
+  if (!s) return;
+  if (op < 0 || op >= OPS) op = 0; /* an unknown op (answered invalid) */
+  bool owned = false;
+  slot_t *slot = &s->slots[slot_index(&owned)];
+  if (ns < 0) ns = 0;
+  int b = 0;
+  while (b < BUCKETS - 1 && ns > bounds_ns[b]) b++;
+  add(&slot->buckets[op][b], 1, owned);
+  add(&slot->sum_ns[op], (uint64_t)ns, owned);
+  if (ns > s->slow_ns) atomic_fetch_add_explicit(&s->slow, 1, memory_order_relaxed);
+}
+
+void resv__stats_answer(resv__stats_t *s, int32_t op, bool ok, int32_t what) {
+  if (!s) return;
+  if (op < 0 || op >= OPS) op = 0;
+  bool owned = false;
+  slot_t *slot = &s->slots[slot_index(&owned)];
+  if (ok) {
+    if (what < 0 || what >= RESV_STATS_STATUSES) what = RESV_NONE;
+    add(&slot->calls[op][what], 1, owned);
+  } else {
+    if (what < 0 || what >= RESV_STATS_CODES) what = RESV_OK;
+    add(&slot->errors[op][what], 1, owned);
+  }
+}
+
+static _Thread_local unsigned sample_tick;
+
+bool resv__stats_sample(void) {
+  return (++sample_tick & (RESV__SAMPLE_EVERY - 1)) == 0;
+}
+
+void resv__stats_count(resv__stats_t *s, int kind) {
+  if (!s || kind < 0 || kind >= RESV__STAT_KINDS) return;
+  bool owned = false;
+  add(&s->slots[slot_index(&owned)].counts[kind], 1, owned);
+}
+
+static uint64_t get(const _Atomic uint64_t *c) {
+  return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+void resv__stats_sum(const resv__stats_t *s, resv_stats_t *out) {
+  uint64_t sum_ns[OPS] = {0};
+  for (int i = 0; i < SLOTS; i++) {
+    const slot_t *slot = &s->slots[i];
+    for (int op = 0; op < OPS; op++) {
+      for (int k = 0; k < RESV_STATS_STATUSES; k++) out->calls[op][k] += get(&slot->calls[op][k]);
+      for (int k = 0; k < RESV_STATS_CODES; k++) out->errors[op][k] += get(&slot->errors[op][k]);
+      for (int b = 0; b < BUCKETS; b++) out->latency[op][b] += get(&slot->buckets[op][b]);
+      sum_ns[op] += get(&slot->sum_ns[op]);
+    }
+    out->duplicate_key_retries += get(&slot->counts[RESV__STAT_DUPLICATE_RETRY]);
+    out->setup_failures += get(&slot->counts[RESV__STAT_SETUP_FAILURE]);
+  }
+  for (int op = 0; op < OPS; op++) {
+    for (int b = 1; b < BUCKETS; b++) out->latency[op][b] += out->latency[op][b - 1];
+    out->latency_sum[op] = (double)sum_ns[op] / 1e9;
+  }
+  out->slow_calls = get(&s->slow);
+  out->slow_ms = s->slow_ms;
+}
+
+double resv_stats_bound(int32_t i) {
+  if (i < 0 || i >= BUCKETS) return 0;
+  if (i == BUCKETS - 1) return INFINITY;
+  return (double)bounds_ns[i] / 1e9;
+}
