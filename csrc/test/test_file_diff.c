@@ -194,7 +194,7 @@ static void run_sequence(uint64_t seed, int steps, int32_t sync, int32_t max_hol
     if (okm && am.state == RESV_STATE_PENDING)
       last_expiry = am.expires_at;
   }
-  ck_assert_msg(steps < 200 || (counts[RESV_RESERVED] > 0 &&
+  ck_assert_msg(steps < 1000 || (counts[RESV_RESERVED] > 0 &&
                                 counts[RESV_CONFIRMED] > 0 &&
                                 counts[RESV_CONFLICT] > 0 && counts[RESV_KEPT] > 0 &&
                                 counts[RESV_ABANDONED] > 0),
