@@ -93,3 +93,41 @@ describe("the slow_ms option", function()
     assert.matches("^invalid: ", err)
   end)
 end)
+
+describe("resv.metrics.render_many", function()
+  it("renders several stores' stats, each family's HELP and TYPE once, through JSON", function()
+    local metrics = require "resv.metrics"
+    local list = {}
+    for w = 0, 1 do
+      local store = assert(resv.open {})
+      local t = assert(store:type("shop", "user"))
+      for i = 1, w + 1 do
+        assert(t:reserve({ namespace = "email", key = "k" .. i }, { id = "o" }, "a", 60000))
+      end
+      -- What a worker would publish in an ngx.shared dict.
+      local packed = metrics.portable(assert(store:stats()))
+      for _, h in pairs(packed.latency) do
+        for _, c in ipairs(h.buckets) do assert.is_number(c) end
+      end
+      list[#list + 1] = { labels = { worker = w }, stats = packed }
+      store:close()
+    end
+    local text = metrics.render_many(list)
+    local _, types = text:gsub("# TYPE resv_calls_total counter\n", "")
+    assert.equal(1, types)
+    assert.matches('resv_calls_total{worker="0",op="reserve",status="reserved"} 1\n', text, 1, true)
+    assert.matches('resv_calls_total{worker="1",op="reserve",status="reserved"} 2\n', text, 1, true)
+    assert.matches('resv_call_duration_seconds_bucket{worker="1",op="get",le="+Inf"} 0\n', text, 1, true)
+    assert.matches('resv_entries{worker="1"} 2\n', text, 1, true)
+    -- The samples of a family come right after its TYPE line.
+    local family
+    for l in text:gmatch("[^\n]+") do
+      local name = l:match("^# TYPE (%S+)")
+      if name then
+        family = name
+      elseif not l:find("^# ") then
+        assert.equal(family, l:sub(1, #family), l)
+      end
+    end
+  end)
+end)

@@ -18,6 +18,12 @@
 --   resv_slow_calls_total                  counter: calls past slow_ms
 --   resv_jobs_waiting, resv_jobs_running   gauges
 --   resv_entries, resv_bytes               gauges (memory and file stores)
+--
+-- Several stores (e.g. one per nginx worker, gathered through an
+-- ngx.shared dict) render as one text with render_many, so that each
+-- family's HELP and TYPE appear once and its samples stay together, as
+-- the format requires; portable(stats) makes a stats table JSON-safe
+-- (the buckets' bounds, +Inf among them, are left out and put back).
 local type = type
 local pairs = pairs
 local ipairs = ipairs
@@ -29,6 +35,10 @@ local format = string.format
 local str_find = string.find
 local gsub = string.gsub
 local huge = math.huge
+local C = require "resv.ffi"
+
+local BOUNDS = {}
+for i = 0, C.RESV_STATS_BUCKETS - 1 do BOUNDS[i + 1] = C.resv_stats_bound(i) end
 
 local OPS = { "reserve", "confirm", "abandon", "release", "get", "sweep" }
 
@@ -77,75 +87,121 @@ local function sorted_keys(t)
   return keys
 end
 
--- Renders store:stats() of store as text; raises on a bad labels table,
--- returns nil, err when the store cannot give its counters.
-function _M.render(store, labels)
-  local extra = label_text(labels)
-  local st, err = store:stats()
-  if not st then return nil, err end
+-- A copy of a stats table without non-finite numbers: each op's buckets
+-- become an array of counts (their bounds are the library's).
+function _M.portable(st)
+  local latency = {}
+  for op, h in pairs(st.latency) do
+    local counts = {}
+    for i, b in ipairs(h.buckets) do counts[i] = b.count end
+    latency[op] = { count = h.count, sum = h.sum, buckets = counts }
+  end
+  local copy = {}
+  for k, v in pairs(st) do copy[k] = v end
+  copy.latency = latency
+  return copy
+end
+
+-- Renders a list of { labels = {...} or nil, stats = store:stats() or
+-- portable(...) } as one text. Raises on a bad labels table.
+function _M.render_many(list)
   local out, n = {}, 0
   local function line(s)
     n = n + 1
     out[n] = s
   end
-  -- A sample: name{extra,labels} value.
-  local function sample(name, pairs_text, value)
-    local l = pairs_text
-    if extra ~= "" then
-      l = l ~= "" and (extra .. "," .. l) or extra
-    end
-    line(name .. (l ~= "" and ("{" .. l .. "}") or "") .. " " .. number(value))
-  end
-  local function header(name, kind, help)
+  local extras = {}
+  for i, item in ipairs(list) do extras[i] = label_text(item.labels) end
+  -- One family: HELP, TYPE, then each store's samples via each(st, emit).
+  local function family(name, kind, help, each)
     line("# HELP " .. name .. " " .. help)
     line("# TYPE " .. name .. " " .. kind)
+    for i, item in ipairs(list) do
+      local extra = extras[i]
+      each(item.stats, function(sample_name, pairs_text, value)
+        local l = pairs_text
+        if extra ~= "" then
+          l = l ~= "" and (extra .. "," .. l) or extra
+        end
+        line(sample_name .. (l ~= "" and ("{" .. l .. "}") or "") .. " " .. number(value))
+      end)
+    end
+  end
+  local function scalar(field)
+    return function(st, emit) emit(field.name, "", st[field.key] or 0) end
   end
 
-  header("resv_calls_total", "counter", "Calls answered, by operation and answer status.")
-  for _, op in ipairs(OPS) do
-    local c = st.calls[op]
-    for _, status in ipairs(sorted_keys(c)) do
-      sample("resv_calls_total", 'op="' .. op .. '",status="' .. status .. '"', c[status])
+  family("resv_calls_total", "counter", "Calls answered, by operation and answer status.",
+    function(st, emit)
+      for _, op in ipairs(OPS) do
+        local c = st.calls[op] or {}
+        for _, status in ipairs(sorted_keys(c)) do
+          emit("resv_calls_total", 'op="' .. op .. '",status="' .. status .. '"', c[status])
+        end
+      end
+    end)
+  family("resv_errors_total", "counter", "Calls that failed, by operation and error code.",
+    function(st, emit)
+      for _, op in ipairs(OPS) do
+        local e = st.errors[op] or {}
+        for _, code in ipairs(sorted_keys(e)) do
+          emit("resv_errors_total", 'op="' .. op .. '",code="' .. code .. '"', e[code])
+        end
+      end
+    end)
+  family("resv_call_duration_seconds", "histogram",
+    "Time from a call to its answer (the memory store observes one call in 64).",
+    function(st, emit)
+      for _, op in ipairs(OPS) do
+        local h = st.latency[op]
+        if h then
+          local o = 'op="' .. op .. '"'
+          for i, b in ipairs(h.buckets) do
+            local le, count = BOUNDS[i], b
+            if type(b) == "table" then le, count = b.le, b.count end
+            emit("resv_call_duration_seconds_bucket", o .. ',le="' .. number(le) .. '"', count)
+          end
+          emit("resv_call_duration_seconds_sum", o, h.sum)
+          emit("resv_call_duration_seconds_count", o, h.count)
+        end
+      end
+    end)
+  family("resv_duplicate_key_retries_total", "counter",
+         "Upserts that met a duplicate key and read the key again (MongoDB).",
+         scalar { name = "resv_duplicate_key_retries_total", key = "duplicate_key_retries" })
+  family("resv_setup_failures_total", "counter",
+         "Set-ups of a type (collection, format record) that failed.",
+         scalar { name = "resv_setup_failures_total", key = "setup_failures" })
+  family("resv_slow_calls_total", "counter", "Calls that took longer than slow_ms.",
+         scalar { name = "resv_slow_calls_total", key = "slow_calls" })
+  family("resv_jobs_waiting", "gauge", "Jobs queued for a dispatcher thread.",
+         scalar { name = "resv_jobs_waiting", key = "jobs_waiting" })
+  family("resv_jobs_running", "gauge", "Jobs a dispatcher thread is running.",
+         scalar { name = "resv_jobs_running", key = "jobs_running" })
+  local embedded = false
+  for _, item in ipairs(list) do embedded = embedded or item.stats.entries ~= nil end
+  if embedded then
+    local function gauge(key, name)
+      return function(st, emit)
+        if st[key] then emit(name, "", st[key]) end
+      end
     end
-  end
-  header("resv_errors_total", "counter", "Calls that failed, by operation and error code.")
-  for _, op in ipairs(OPS) do
-    local e = st.errors[op]
-    for _, code in ipairs(sorted_keys(e)) do
-      sample("resv_errors_total", 'op="' .. op .. '",code="' .. code .. '"', e[code])
-    end
-  end
-  header("resv_call_duration_seconds", "histogram",
-         "Time from a call to its answer (the memory store observes one call in 64).")
-  for _, op in ipairs(OPS) do
-    local h = st.latency[op]
-    local o = 'op="' .. op .. '"'
-    for _, b in ipairs(h.buckets) do
-      sample("resv_call_duration_seconds_bucket", o .. ',le="' .. number(b.le) .. '"', b.count)
-    end
-    sample("resv_call_duration_seconds_sum", o, h.sum)
-    sample("resv_call_duration_seconds_count", o, h.count)
-  end
-  header("resv_duplicate_key_retries_total", "counter",
-         "Upserts that met a duplicate key and read the key again (MongoDB).")
-  sample("resv_duplicate_key_retries_total", "", st.duplicate_key_retries)
-  header("resv_setup_failures_total", "counter",
-         "Set-ups of a type (collection, format record) that failed.")
-  sample("resv_setup_failures_total", "", st.setup_failures)
-  header("resv_slow_calls_total", "counter", "Calls that took longer than slow_ms.")
-  sample("resv_slow_calls_total", "", st.slow_calls)
-  header("resv_jobs_waiting", "gauge", "Jobs queued for a dispatcher thread.")
-  sample("resv_jobs_waiting", "", st.jobs_waiting)
-  header("resv_jobs_running", "gauge", "Jobs a dispatcher thread is running.")
-  sample("resv_jobs_running", "", st.jobs_running)
-  if st.entries then
-    header("resv_entries", "gauge", "Reservations the store holds (memory and file stores).")
-    sample("resv_entries", "", st.entries)
-    header("resv_bytes", "gauge", "Bytes those reservations take (memory and file stores).")
-    sample("resv_bytes", "", st.bytes)
+    family("resv_entries", "gauge", "Reservations the store holds (memory and file stores).",
+           gauge("entries", "resv_entries"))
+    family("resv_bytes", "gauge", "Bytes those reservations take (memory and file stores).",
+           gauge("bytes", "resv_bytes"))
   end
   line("")
   return concat(out, "\n")
+end
+
+-- Renders store:stats() of store as text; raises on a bad labels table,
+-- returns nil, err when the store cannot give its counters.
+function _M.render(store, labels)
+  label_text(labels) -- a bad one raises here, at the caller's level
+  local st, err = store:stats()
+  if not st then return nil, err end
+  return _M.render_many { { labels = labels, stats = st } }
 end
 
 return _M

@@ -20,6 +20,7 @@
 -- requests meanwhile (lua/resv/ngx.lua).
 local resv = require "resv"
 local resv_ngx = require "resv.ngx"
+local metrics = require "resv.metrics"
 local json = require "dkjson"
 
 local ngx = ngx
@@ -28,6 +29,8 @@ local tostring = tostring
 local str_lower = string.lower
 
 local MAX_FIELD = 254 -- bytes, the longest e-mail address SMTP allows
+local METRICS_EVERY = 1 -- seconds between a worker's publications
+local METRICS_TTL = 5   -- seconds a publication stays
 
 local _M = {}
 
@@ -77,6 +80,47 @@ function _M.init_worker(opts)
   end
   ngx.log(ngx.INFO, "resv: ", tostring(store), ", waiting by ",
           resv_ngx.mechanism())
+  -- Each worker publishes its counters every second for /metrics, which
+  -- any worker may serve (lua_shared_dict resv_metrics).
+  if ngx.shared.resv_metrics then
+    local ok, terr = ngx.timer.every(METRICS_EVERY, function(premature)
+      if not premature then _M.publish() end
+    end)
+    if not ok then ngx.log(ngx.ERR, "resv: no metrics timer: ", terr) end
+    _M.publish()
+  end
+end
+
+-- Puts this worker's counters into the resv_metrics dict under its id,
+-- as JSON, for METRICS_TTL seconds (a worker gone stops being listed).
+function _M.publish()
+  local dict = ngx.shared.resv_metrics
+  if not dict or not store then return end
+  local st = store:stats()
+  if st then
+    dict:set(tostring(ngx.worker.id()), json.encode(metrics.portable(st)), METRICS_TTL)
+  end
+end
+
+-- GET /metrics: every worker's counters, in the Prometheus text format,
+-- with a worker label (sum without (worker) (...) adds them up). This
+-- worker's are fresh; the others' at most METRICS_EVERY seconds old.
+function _M.metrics()
+  local dict = ngx.shared.resv_metrics
+  if not dict then
+    return reply(404, { error = "no lua_shared_dict resv_metrics" })
+  end
+  _M.publish()
+  local list = {}
+  local ids = dict:get_keys(0)
+  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+  for _, id in ipairs(ids) do
+    local text = dict:get(id)
+    local st = text and json.decode(text)
+    if st then list[#list + 1] = { labels = { worker = id }, stats = st } end
+  end
+  ngx.header["Content-Type"] = "text/plain; version=0.0.4"
+  ngx.print(metrics.render_many(list))
 end
 
 -- The request's body as a table, or nil, why.

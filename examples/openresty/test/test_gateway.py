@@ -10,6 +10,7 @@ uses e-mail addresses no other test or run uses.
 
 import concurrent.futures
 import os
+import re
 import shutil
 import signal
 import socket
@@ -129,6 +130,45 @@ class FileStore(unittest.TestCase):
             self.assertEqual(4, len(gw.worker_pids()))
             answers = race(gw, [(email, fresh('u%d' % i)) for i in range(40)])
         self.assertEqual([201] + [409] * 39, statuses(answers), answers)
+
+    def test_metrics_lists_every_worker_and_counts_the_calls(self):
+        email = fresh('mia') + '@example.com'
+        with Gateway(path=self.dir, workers=2) as gw:
+            answers = race(gw, [(email, fresh('u%d' % i)) for i in range(10)])
+            self.assertEqual([201] + [409] * 9, statuses(answers))
+            time.sleep(1.5)  # every worker has published since
+            status, text = gw.get('/metrics')
+        self.assertEqual(200, status)
+        self.assertIsInstance(text, str)
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith('#'):
+                name, value = line.rsplit(' ', 1)
+                samples[name] = float(value)
+        # One HELP and TYPE per family, whatever the number of workers.
+        self.assertEqual(1, text.count('# TYPE resv_calls_total counter\n'))
+        workers = {re.search(r'worker="(\d+)"', n).group(1) for n in samples}
+        self.assertEqual({'0', '1'}, workers)
+        reserved = sum(v for n, v in samples.items()
+                       if n.startswith('resv_calls_total{') and 'op="reserve"' in n
+                       and 'status="reserved"' in n)
+        conflicts = sum(v for n, v in samples.items()
+                        if n.startswith('resv_calls_total{') and 'op="reserve"' in n
+                        and 'status="conflict"' in n)
+        confirmed = sum(v for n, v in samples.items()
+                        if n.startswith('resv_calls_total{') and 'op="confirm"' in n
+                        and 'status="confirmed"' in n)
+        # The winner reserved and confirmed its e-mail and its username; each
+        # loser reserved its username, met the taken e-mail, abandoned.
+        self.assertEqual(2, confirmed)
+        self.assertEqual(9, conflicts)
+        self.assertGreaterEqual(reserved, 2)
+        # The file store is one for both workers: each sees its records.
+        for w in ('0', '1'):
+            self.assertGreaterEqual(samples['resv_entries{worker="%s"}' % w], 2)
+            self.assertEqual(0, samples['resv_jobs_waiting{worker="%s"}' % w])
+            self.assertIn('resv_call_duration_seconds_bucket{worker="%s",op="reserve",le="+Inf"}' % w,
+                          samples)
 
     def test_a_signup_stays_taken_after_a_restart(self):
         email, name = fresh('gus') + '@example.com', fresh('gus')
