@@ -15,8 +15,10 @@ const char *test_mongo_uri(void) {
 }
 
 resv_store_t *test_open(const char *uri) {
-  /* check: the topology is known at once (resv_store_is_sharded). */
-  resv_options_t o = {.uri = uri, .threads = 4, .timeout_ms = 5000, .check = 1};
+  /* check: the topology is known at once (resv_store_is_sharded). Under
+   * valgrind (RESV_TEST_SLOW) a SCRAM handshake alone can take seconds. */
+  resv_options_t o = {.uri = uri, .threads = 4,
+                      .timeout_ms = getenv("RESV_TEST_SLOW") ? 30000 : 5000, .check = 1};
   resv_error_t err;
   resv_store_t *s = resv_store_open(&o, &err);
   ck_assert_msg(s != NULL, "open %s: %s: %s", uri ? uri : "memory",

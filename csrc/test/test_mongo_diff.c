@@ -190,8 +190,9 @@ static void run_sequence(uint64_t seed, int steps, int32_t max_holds) {
     if (okm && am.state == RESV_STATE_PENDING)
       last_expiry = am.expires_at;
   }
-  /* The sequence must have met the interesting answers, not only absent. */
-  ck_assert_msg(steps < 200 || (counts[RESV_RESERVED] > 0 &&
+  /* The sequence must have met the interesting answers, not only absent
+   * (a full run of STEPS does; the SLOW_STEPS of a valgrind run may not). */
+  ck_assert_msg(steps < 1000 || (counts[RESV_RESERVED] > 0 &&
                                 counts[RESV_CONFIRMED] > 0 &&
                                 counts[RESV_CONFLICT] > 0 && counts[RESV_KEPT] > 0 &&
                                 counts[RESV_ABANDONED] > 0),
@@ -199,7 +200,7 @@ static void run_sequence(uint64_t seed, int steps, int32_t max_holds) {
                 "conflict %d kept %d abandoned %d)",
                 seed, counts[RESV_RESERVED], counts[RESV_CONFIRMED],
                 counts[RESV_CONFLICT], counts[RESV_KEPT], counts[RESV_ABANDONED]);
-  ck_assert_msg(steps < 200 || !max_holds || full > 0,
+  ck_assert_msg(steps < 1000 || !max_holds || full > 0,
                 "seed %" PRIu64 ": max_holds %d was never reached", seed, (int)max_holds);
   resv_answer_clear(&am);
   resv_answer_clear(&ag);
