@@ -159,6 +159,11 @@ typedef struct resv__backend_ops {
   bool (*execute)(void *backend, resv_type_t *type, const resv_request_t *req,
                   int64_t now, int64_t deadline, resv_answer_t *answer,
                   resv_error_t *err);
+  /* One page of resv_type_scan, on the caller's thread (scan.c has
+   * cleared scan and checked limit). May be NULL: no scan. */
+  bool (*scan)(void *backend, resv_type_t *type, const resv_str_t *after,
+               size_t limit, int64_t now, int64_t deadline, resv_scan_t *scan,
+               resv_error_t *err);
   void (*describe)(void *backend, char *buf, size_t size);
   /* Adds the type's live entries (records) and the bytes they take to
    * *entries and *bytes. NULL for a store that keeps nothing locally. */
@@ -185,6 +190,30 @@ void *resv__file_open(const resv_options_t *options,
 void *resv__mongo_open(const resv_options_t *options, char *database,
                        size_t database_size, const resv__backend_ops_t **ops,
                        resv_error_t *err);
+
+/* ---- Scans (scan.c) ------------------------------------------------ */
+
+/* A copy of p[0..n) owned by scan (freed by resv_scan_clear), or NULL
+ * when out of memory; resv__scan_copy_str makes *dst that copy (false when
+ * out of memory); resv__scan_alloc gives n bytes of the scan's arena,
+ * 8-aligned. */
+char *resv__scan_copy(resv_scan_t *scan, const char *p, size_t n);
+bool resv__scan_copy_str(resv_scan_t *scan, resv_str_t *dst, const char *p, size_t n);
+void *resv__scan_alloc(resv_scan_t *scan, size_t n);
+/* Appends a zeroed entry to scan, or returns NULL when out of memory. */
+resv_scan_entry_t *resv__scan_push(resv_scan_t *scan);
+/* Sets scan->next to a copy of p[0..n); false when out of memory. */
+bool resv__scan_set_next(resv_scan_t *scan, const char *p, size_t n);
+/* (mongo_scan.c) Fills a new entry of scan from a stored document (BSON bytes
+ * doc[0..len), as in MongoDB and the file store): a reservation decoded
+ * by mongo_decode.c, with get's status at now, or a RESV_NONE entry
+ * naming its _id and what is wrong. Fails only for memory. */
+bool resv__scan_add_document(resv_scan_t *scan, const uint8_t *doc, size_t len,
+                             int64_t now, resv_error_t *err);
+/* Sets scan->format from a format record's BSON (NULL: none). Fails only
+ * for memory. */
+bool resv__scan_set_format(resv_scan_t *scan, const uint8_t *doc, size_t len,
+                           resv_error_t *err);
 
 /* ---- Stores and types (store.c) -------------------------------------- */
 

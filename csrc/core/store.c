@@ -431,6 +431,32 @@ static bool check_open(resv_store_t *store, resv_error_t *err) {
   return true;
 }
 
+/* ---- scans (SPEC section 13; the pages are filled by scan.c) ------- */
+
+/* The largest page of resv_type_scan. */
+#define SCAN_MAX_LIMIT 10000
+
+bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
+                    size_t limit, resv_scan_t *scan, resv_error_t *err) {
+  resv_store_t *store = type->store;
+  resv_scan_clear(scan);
+  if (limit < 1 || limit > SCAN_MAX_LIMIT)
+    return resv__fail(err, RESV_EINVALID, "limit: must be from 1 to %d, got %zu",
+                      SCAN_MAX_LIMIT, limit);
+  if (after_len && !after) return resv__fail(err, RESV_EINVALID, "after: NULL");
+  if (!store->ops->scan)
+    return resv__fail(err, RESV_EINVALID, "the %s store has no scan", store->ops->name);
+  resv_str_t from = {after_len ? after : "", after_len};
+  atomic_fetch_add(&store->active, 1);
+  bool ok = check_open(store, err) &&
+            store->ops->scan(store->backend, type, &from, limit, resv_store_now(store),
+                             resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms),
+                             scan, err);
+  atomic_fetch_sub(&store->active, 1);
+  if (!ok) resv_scan_clear(scan);
+  return ok;
+}
+
 static bool run_inline(resv_type_t *type, const resv_request_t *req,
                        resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;

@@ -78,4 +78,11 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
 int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
                       resv_error_t *err, bool *ok);
 
+/* One page of resv_type_scan over database dbi in txn (file_scan.c).
+ * Returns an LMDB error code, or 0 with *ok saying whether the page was
+ * filled (false: err says why). */
+int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
+                    size_t limit, int64_t now, resv_scan_t *scan,
+                    resv_error_t *err, bool *ok);
+
 #endif /* RESV_FILE_INTERNAL_H */

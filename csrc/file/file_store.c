@@ -669,6 +669,35 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
   return write_one(f, ft, r, now, a, err);
 }
 
+/* A page of resv_type_scan (file_scan.c) in a read-only transaction. The
+ * type's database is opened without MDB_CREATE, so a type never used
+ * stays so; the set-up mutex orders that open with type_ready's. */
+static bool file_scan(void *backend, resv_type_t *type, const resv_str_t *after,
+                      size_t limit, int64_t now, int64_t deadline, resv_scan_t *scan,
+                      resv_error_t *err) {
+  file_t *f = backend;
+  env_t *e = f->env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  bool ok = true;
+  pthread_mutex_lock(&e->setup);
+  int rc = begin_txn(e, MDB_RDONLY, &txn);
+  if (rc == 0) {
+    rc = mdb_dbi_open(txn, type->collection, 0, &dbi);
+    if (rc == 0) rc = resv__file_scan(txn, dbi, after, limit, now, scan, err, &ok);
+    else if (rc == MDB_NOTFOUND) rc = 0; /* never used: no format record, no entry */
+    /* A commit keeps a handle the open made; a read-only one writes nothing. */
+    if (rc == 0) rc = mdb_txn_commit(txn);
+    else mdb_txn_abort(txn);
+    end_txn(e);
+  }
+  pthread_mutex_unlock(&e->setup);
+  if (rc == MDB_INCOMPATIBLE)
+    return resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
+                      type->collection);
+  return rc ? lmdb_fail(e, err, rc, "scan") : ok;
+}
+
 /* ---- the backend -------------------------------------------------------- */
 
 /* The type's records but its format record, and the bytes of its pages,
@@ -709,6 +738,7 @@ static const resv__backend_ops_t process_ops = {
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,
+    .scan = file_scan,
     .describe = file_describe,
     .usage = file_usage,
     .destroy = file_destroy,
@@ -720,6 +750,7 @@ static const resv__backend_ops_t disk_ops = {
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,
+    .scan = file_scan,
     .describe = file_describe,
     .usage = file_usage,
     .destroy = file_destroy,

@@ -136,6 +136,11 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
  * (a deadline beyond INT32_MAX ms), -1 when nothing is left. */
 int64_t resv__mongo_max_time_ms(int64_t deadline);
 
+/* One page of resv_type_scan over coll (mongo_scan.c). */
+bool resv__mongo_scan(const resv__mongo_t *m, mongoc_collection_t *coll,
+                      const resv_str_t *after, size_t limit, int64_t now,
+                      int64_t deadline, resv_scan_t *scan, resv_error_t *err);
+
 /* Runs one validated request on coll (the type's collection). When a
  * read on the way found the collection without its format record (it was
  * dropped), *gone (may be NULL) is set: the type must be set up again. */

@@ -294,6 +294,62 @@ const resv_answer_t *resv_job_answer(const resv_job_t *job);
  * threads). Accepts NULL. */
 void resv_job_destroy(resv_job_t *job);
 
+/* ---- Scans: a type's reservations, page by page (for tools) --------- */
+
+/* One document of a type found by a scan. Its strings are owned by the
+ * scan (resv_scan_clear frees them). */
+typedef struct resv_scan_entry {
+  /* RESV_PENDING, RESV_EXPIRED or RESV_CONFIRMED, as get would answer;
+   * RESV_NONE for a document that is not a format-1 reservation. */
+  int32_t status;
+  int32_t state;        /* resv_state_t; RESV_STATE_NONE with RESV_NONE */
+  int64_t expires_at;   /* pending: epoch ms; otherwise 0 */
+  int64_t version;      /* confirmed: the owner's version; otherwise 0 */
+  resv_str_t tenant;    /* the key; empty when a RESV_NONE document's _id */
+  resv_str_t ns;        /* is not {t, n, k} of strings */
+  resv_str_t key;
+  resv_str_t owner_tenant;
+  resv_str_t owner_id;
+  const resv_str_t *holds; /* pending: the attempts holding it */
+  size_t nholds;
+  resv_str_t id;        /* RESV_NONE: the _id as relaxed extended JSON */
+  resv_str_t problem;   /* RESV_NONE: why it is not a reservation */
+} resv_scan_entry_t;
+
+/* A page of a scan. Zero-initialise it before its first use; a scan
+ * reuses it (clearing what it held); free it with resv_scan_clear. */
+typedef struct resv_scan {
+  resv_scan_entry_t *entries; /* count of them, in the store's order */
+  size_t count;
+  /* The cursor to pass as after for the next page (bytes owned by the
+   * scan, meaningful to this backend only); len 0: this was the last. */
+  resv_str_t next;
+  /* On the first page (no after): the type's format record. 1: format 1;
+   * 0: there is none (the type was never used); -1: a record of another
+   * format or of another shape (format_problem says which). */
+  int32_t format;
+  resv_str_t format_problem;
+  void *storage_;       /* private */
+} resv_scan_t;
+
+/* Reads up to limit (1 to 10000) documents of the type after the cursor
+ * after[0..after_len) (after_len 0: from the start) into scan, in the
+ * store's order: by _id on MongoDB, by record key in the file store, by
+ * key in the memory store. Documents that are not format-1 reservations
+ * are entries too (RESV_NONE), never errors and never changed. Writes
+ * nothing: a type never used stays so (format 0, no entry). Blocks the
+ * caller for one round trip, within the store's timeout_ms (a tool's
+ * call, not a request path's; the memory store sorts its type's keys on
+ * each page). A reservation written or deleted between two pages may be
+ * seen or missed; every one present throughout is seen once. Returns
+ * false and fills err (RESV_EINVALID for a bad limit or cursor, the
+ * backend's errors otherwise); scan is then empty. */
+bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
+                    size_t limit, resv_scan_t *scan, resv_error_t *err);
+
+/* Frees a scan's storage and zeroes it. Accepts NULL. */
+void resv_scan_clear(resv_scan_t *scan);
+
 /* ---- Inboxes: completion queues ------------------------------------- */
 
 /* A completion queue with an eventfd. Any number of stores' jobs may

@@ -63,7 +63,8 @@ local function json(v, array)
   elseif t == "nil" then
     return "null"
   end
-  if v[1] ~= nil or array then
+  local mt = getmetatable(v)
+  if v[1] ~= nil or array or (mt and mt.__jsonarray) then
     local parts = {}
     for i = 1, #v do parts[i] = json(v[i]) end
     return "[" .. concat(parts, ",") .. "]"
@@ -278,6 +279,167 @@ with their count. On MongoDB expired reservations stay until swept.]],
   end,
 })
 
+-- A scan cursor (bytes) as text for --after, and back.
+local function cursor_text(c)
+  return (c:gsub(".", function(ch) return format("%02x", ch:byte()) end))
+end
+local function cursor_bytes(text)
+  if #text % 2 ~= 0 or text:find("[^%x]") then return nil end
+  return (text:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+local STATES = { pending = true, expired = true, confirmed = true, format = true }
+
+-- One line for people: a scanned entry.
+local function entry_text(e, now)
+  if e.status == "format" then
+    return "_id " .. e.id .. "  not a format-1 reservation: " .. e.problem
+  end
+  return key_text(e.key) .. "  " .. answer_text(e, now)
+end
+
+-- Collects up to limit entries of t whose status is state (nil: any) from
+-- the cursor after on, consuming whole pages so that the cursor returned
+-- is exact. Returns entries, next cursor (nil at the end), first page.
+local function collect(t, after, limit, state)
+  local out, first = {}, nil
+  local cursor = after
+  repeat
+    local page, err = t:scan { after = cursor, limit = limit - #out }
+    if not page then return nil, err end
+    first = first or page
+    for _, e in ipairs(page.entries) do
+      if state == nil or e.status == state then out[#out + 1] = e end
+    end
+    cursor = page.next
+  until cursor == nil or #out >= limit
+  return out, cursor, first
+end
+
+command("ls", {
+  args = "TYPE",
+  min = 1, max = 1,
+  summary = "list a type's reservations, a page at a time",
+  options = {
+    { "--limit N", "at most N reservations (default 100, at most 10000)" },
+    { "--after CURSOR", "the page after CURSOR (printed by the previous page)" },
+    { "--state STATE", "only pending, expired, confirmed or format ones" },
+  },
+  takes = { limit = true, after = true, state = true },
+  help = [[
+Lists TYPE's reservations in the store's order (MongoDB: by _id), one a
+line: the key and what get would answer. A document that is not a
+format-1 reservation is listed with its _id and why (state format). When
+more follow, the last line is "more: --after CURSOR"; --json prints the
+page as one document {"entries": [...], "next": CURSOR}.]],
+  run = function(ctx, args, opts)
+    local limit, err = 100, nil
+    if opts.limit then
+      limit, err = count_option("limit", opts.limit, 1)
+      if not limit then return nil, err end
+      if limit > 10000 then return nil, usage_error("--limit must be at most 10000") end
+    end
+    local after
+    if opts.after then
+      after = cursor_bytes(opts.after)
+      if not after or after == "" then
+        return nil, usage_error("--after must be a cursor printed by ls, got '" .. opts.after .. "'")
+      end
+    end
+    if opts.state and not STATES[opts.state] then
+      return nil, usage_error("--state must be pending, expired, confirmed or format, got '"
+                              .. opts.state .. "'")
+    end
+    local t
+    t, err = open_type(ctx, args[1])
+    if not t then return nil, err end
+    local entries, next_cursor = collect(t, after, limit, opts.state)
+    if not entries then return nil, next_cursor end
+    if ctx.json then
+      local page = { entries = setmetatable(entries, { __jsonarray = true }) }
+      page.next = next_cursor and cursor_text(next_cursor) or nil
+      ctx.out:write(json(page), "\n")
+      return true
+    end
+    local now = ctx.store:now()
+    for _, e in ipairs(entries) do ctx.out:write(entry_text(e, now), "\n") end
+    if next_cursor then ctx.out:write("more: --after ", cursor_text(next_cursor), "\n") end
+    return true
+  end,
+})
+
+-- The exit code of a check that found documents not of the layout.
+local EXIT_NONCONFORMING = 3
+
+command("check", {
+  args = "TYPE",
+  min = 1, max = 1,
+  summary = "check the format record and every document of a type",
+  help = [[
+Reads TYPE's format record and every document (the file store: every
+record) and checks each against the layout of SPEC section 3 with the
+store's own decoder. Lists each one that is not a format-1 reservation,
+with its _id and why; changes nothing. Ends with a summary line. Exit
+code 0 when everything conforms, 3 when something does not.]],
+  run = function(ctx, args)
+    local t, err = open_type(ctx, args[1])
+    if not t then return nil, err end
+    local counts = { documents = 0, conforming = 0, nonconforming = 0 }
+    local format_state, format_problem
+    local bad = {}
+    local cursor
+    repeat
+      local page
+      page, err = t:scan { after = cursor, limit = 1000 }
+      if not page then return nil, err end
+      if not cursor then
+        format_state, format_problem = page.format, page.format_problem
+      end
+      for _, e in ipairs(page.entries) do
+        counts.documents = counts.documents + 1
+        if e.status == "format" then
+          counts.nonconforming = counts.nonconforming + 1
+          local item = { id = e.id, problem = e.problem }
+          bad[#bad + 1] = item
+          if not ctx.json then
+            ctx.out:write("not a format-1 reservation: _id ", e.id, ": ", e.problem, "\n")
+          end
+        else
+          counts.conforming = counts.conforming + 1
+        end
+      end
+      cursor = page.next
+    until not cursor
+    local record
+    if format_state == 1 then
+      record = "format 1"
+    elseif format_state == 0 then
+      record = "none"
+    else
+      record = "bad: " .. (format_problem or "?")
+    end
+    local ok = counts.nonconforming == 0 and format_state ~= -1
+                 and (format_state == 1 or counts.documents == 0)
+    if ctx.json then
+      ctx.out:write(json({ collection = t:collection(), format_record = record,
+                           documents = counts.documents, conforming = counts.conforming,
+                           nonconforming = setmetatable(bad, { __jsonarray = true }),
+                           ok = ok }), "\n")
+    else
+      if format_state == 0 and counts.documents > 0 then
+        ctx.out:write("no format record, but ", counts.documents, " documents\n")
+      elseif format_state == -1 then
+        ctx.out:write("format record: ", format_problem or "?", "\n")
+      end
+      ctx.out:write(format("%s: format record %s, %d documents, %d conform, %d do not\n",
+                           t:collection(), record, counts.documents, counts.conforming,
+                           counts.nonconforming))
+    end
+    if not ok then return nil, EXIT_NONCONFORMING end
+    return true
+  end,
+})
+
 ---------------------------------------------------------------------------
 -- The command line
 
@@ -451,6 +613,9 @@ function _M.main(argv, out, errout)
   end
   if ok then
     return 0
+  end
+  if type(err) == "number" then
+    return err -- an exit code of the command's own (check)
   end
   if getmetatable(err) == Usage then
     errout:write("resv: ", err.msg, "\n", usage_line(cmd), "\n")

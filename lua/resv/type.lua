@@ -396,6 +396,67 @@ function Type:sweep(opts)
   return call(self, OP_SWEEP, 0, 0, opts, "", "", "", "", "", "")
 end
 
+-- One page of the type's documents (resv_type_scan; for tools, it blocks
+-- for one round trip): opts.after, the cursor of the previous page (absent:
+-- from the start), opts.limit (1 to 10000, default 100). Returns
+-- { entries = { ... }, next = cursor or nil, format = 1 | 0 | -1,
+-- format_problem = text or nil }; each entry is get's answer with its key
+-- ({ key = { tenant, namespace, key }, status, owner, ... }), or, for a
+-- document that is not a format-1 reservation, { status = "format",
+-- id = <its _id as JSON>, problem = <why>, key = <when its _id is one> }.
+local scan_buf = ffi_gc(ffi_new("resv_scan_t"), C.resv_scan_clear)
+local STATUS_NONE = C.RESV_NONE
+function Type:scan(opts)
+  check_type(self, "scan")
+  opts = opts or {}
+  if type(opts) ~= "table" then
+    return nil, expected("options", "a table", opts)
+  end
+  local after, limit = opts.after or "", opts.limit or 100
+  if type(after) ~= "string" then
+    return nil, expected("after", "a string (a cursor)", after)
+  end
+  local err
+  limit, err = check_integer("limit", limit, 1, 10000, "an integer from 1 to 10000")
+  if not limit then return nil, err end
+  if not C.resv_type_scan(self.handle, #after, after, limit, scan_buf, err_buf) then
+    return nil, error_string(err_buf)
+  end
+  local s = scan_buf
+  local entries = {}
+  for i = 0, tonumber(s.count) - 1 do
+    local e = s.entries[i]
+    local r
+    local key
+    if e.key.len > 0 then
+      key = { tenant = lua_string(e.tenant), namespace = lua_string(e.ns),
+              key = lua_string(e.key) }
+    end
+    if e.status == STATUS_NONE then
+      r = { status = "format", key = key, id = lua_string(e.id),
+            problem = lua_string(e.problem) }
+    else
+      r = { status = status_names[e.status], key = key,
+            owner = owner_table(e) }
+      if e.state == STATE_PENDING then
+        r.expires_at = exact(e.expires_at)
+        r.holds = holds_array(e)
+      else
+        r.version = exact(e.version)
+      end
+    end
+    entries[i + 1] = r
+  end
+  local page = {
+    entries = entries,
+    next = s.next.len > 0 and lua_string(s.next) or nil,
+    format = tonumber(s.format),
+    format_problem = s.format_problem.len > 0 and lua_string(s.format_problem) or nil,
+  }
+  C.resv_scan_clear(s)
+  return page
+end
+
 -- The MongoDB collection of the type ("wow_reservation__<c>__<a>").
 function Type:collection()
   check_type(self, "collection")

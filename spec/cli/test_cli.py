@@ -149,6 +149,65 @@ class CommandTests:
         [r] = self.resv_json("sweep", "--grace-ms=1", "shop/user")
         self.assertEqual(r, {"status": "swept", "count": 0})
 
+    def test_ls_lists_every_reservation_once_page_by_page(self):
+        lua(self.store.opts, """
+local t = assert(store:type("shop", "user"))
+for i = 1, 23 do
+  assert(t:reserve({ namespace = "n", key = string.format("k%02d", i) }, { id = "o" }, "a", 3600000))
+end""")
+        [whole] = self.resv_json("ls", "--limit", "1000", "shop/user")
+        self.assertNotIn("next", whole)
+        keys = [e["key"]["namespace"] + "/" + e["key"]["key"] for e in whole["entries"]]
+        self.assertEqual(len(keys), 26)
+        self.assertEqual(len(set(keys)), 26)
+        self.assertEqual(sorted(k for k in keys if k.startswith("n/")),
+                         ["n/k%02d" % i for i in range(1, 24)])
+        paged, after, pages = [], [], 0
+        while True:
+            [page] = self.resv_json("ls", "--limit", "5", "shop/user", *after)
+            self.assertLessEqual(len(page["entries"]), 5)
+            paged += page["entries"]
+            pages += 1
+            if "next" not in page:
+                break
+            after = ["--after", page["next"]]
+        self.assertEqual(paged, whole["entries"])
+        self.assertEqual(pages, 6)
+
+    def test_ls_filters_by_state_and_prints_a_line_each(self):
+        [page] = self.resv_json("ls", "--state", "confirmed", "shop/user")
+        self.assertEqual(page["entries"], [{"status": "confirmed", "version": 7,
+                                            "owner": {"tenant": "t1", "id": "u2"},
+                                            "key": {"tenant": "", "namespace": "email",
+                                                    "key": "bob@example.com"}}])
+        [page] = self.resv_json("ls", "--state", "expired", "shop/user")
+        self.assertEqual([e["key"]["key"] for e in page["entries"]], ["a/b"])
+        [page] = self.resv_json("ls", "--state", "pending", "shop/user")
+        self.assertEqual([e["key"]["key"] for e in page["entries"]], ["ann@example.com"])
+        [page] = self.resv_json("ls", "--state", "format", "shop/user")
+        self.assertEqual(page["entries"], [])
+        code, out, err = self.resv("ls", "--limit", "2", "shop/user")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 3, out)
+        self.assertRegex(lines[0], r"^/email/\S+  (pending|expired|confirmed), owner ")
+        self.assertRegex(lines[2], r"^more: --after [0-9a-f]+$")
+        code, out, err = self.resv("ls", "shop/nobody")
+        self.assertEqual((code, out), (0, ""), err)
+
+    def test_check_passes_a_type_written_by_the_store(self):
+        code, out, err = self.resv("check", "shop/user")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "wow_reservation__shop__user: format record format 1, "
+                              "3 documents, 3 conform, 0 do not\n")
+        [r] = self.resv_json("check", "shop/never")
+        self.assertEqual(r, {"collection": "wow_reservation__shop__never", "ok": True,
+                             "format_record": "none", "documents": 0,
+                             "conforming": 0, "nonconforming": []})
+        # check writes nothing: the type is still never used.
+        [r] = self.resv_json("check", "shop/never")
+        self.assertEqual(r["format_record"], "none")
+
     def test_a_store_error_exits_1_with_its_code(self):
         code, out, err = self.resv("get", "shop/us.er", "/email/x")
         self.assertEqual(code, 1)
@@ -161,7 +220,65 @@ class FileStore(CommandTests, unittest.TestCase):
 
 @unittest.skipUnless(URI, "RESV_TEST_URI is not set (run under scripts/with-mongo)")
 class MongoStore(CommandTests, unittest.TestCase):
+    maxDiff = None
     kind = "mongo"
+
+    def collection(self):
+        import pymongo
+        client = pymongo.MongoClient(URI)
+        self.addCleanup(client.close)
+        return client[self.store.db]["wow_reservation__shop__user"]
+
+    def test_check_lists_planted_documents_and_changes_nothing(self):
+        from bson.son import SON
+        from bson.objectid import ObjectId
+        coll = self.collection()
+        key = lambda k: SON([("t", ""), ("n", "email"), ("k", k)])
+        owner = SON([("tenant_id", ""), ("id", "o")])
+        planted = [
+            SON([("_id", key("s")), ("tenant_id", ""), ("key", "s"), ("owner", owner),
+                 ("expires_at", "soon"), ("holds", ["a"])]),
+            SON([("_id", key("t")), ("tenant_id", "other"), ("key", "t"), ("owner", owner),
+                 ("expires_at", None), ("version", 1)]),
+            SON([("_id", key("u")), ("tenant_id", ""), ("key", "u"), ("owner", owner),
+                 ("expires_at", None), ("version", 1), ("extra", True)]),
+            SON([("_id", 42), ("hello", "world")]),
+            SON([("_id", ObjectId("65a000000000000000000001")), ("x", 1)]),
+        ]
+        coll.insert_many(planted)
+        before = sorted(map(repr, coll.find({})))
+        code, out, err = self.resv("check", "shop/user")
+        self.assertEqual(code, 3, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[-1], "wow_reservation__shop__user: format record format 1, "
+                                    "8 documents, 3 conform, 5 do not")
+        self.assertEqual(len(lines), 6, out)
+        [r] = [json.loads(line) for line in self.resv("--json", "check", "shop/user")[1].splitlines()]
+        self.assertFalse(r["ok"])
+        why = {e["id"]: e["problem"] for e in r["nonconforming"]}
+        self.assertEqual(why, {
+            '42': "_id is not {t, n, k}",
+            '{ "$oid" : "65a000000000000000000001" }': "_id is not {t, n, k}",
+            '{ "t" : "", "n" : "email", "k" : "s" }': "expires_at is neither int64 nor null",
+            '{ "t" : "", "n" : "email", "k" : "t" }': "tenant_id missing or not the _id's",
+            '{ "t" : "", "n" : "email", "k" : "u" }':
+                "an unknown field after the reservation's fields",
+        })
+        self.assertEqual(sorted(map(repr, coll.find({}))), before)
+        # ls lists them too, as state format, across the types of _id.
+        [page] = self.resv_json("ls", "--state", "format", "--limit", "2", "shop/user")
+        seen = [e["id"] for e in page["entries"]]
+        while "next" in page:
+            [page] = self.resv_json("ls", "--state", "format", "--limit", "2",
+                                    "--after", page["next"], "shop/user")
+            seen += [e["id"] for e in page["entries"]]
+        self.assertEqual(sorted(seen), sorted(why))
+
+    def test_check_refuses_another_format(self):
+        self.collection().update_one({"_id": "format"}, {"$set": {"format": 2}})
+        code, out, err = self.resv("check", "shop/user")
+        self.assertEqual(code, 3, err)
+        self.assertIn("format record: the format record names another format than 1", out)
 
 
 class Usage(unittest.TestCase):
@@ -200,6 +317,14 @@ class Usage(unittest.TestCase):
         self.assertUsage(*p, "sweep", "a/b", "--grace-ms", "0")
         self.assertUsage(*p, "sweep", "a/b", "--grace-ms")
         self.assertUsage(*p, "get", "--grace-ms", "5", "a/b", "/n/k")
+        self.assertUsage(*p, "ls", "a/b", "--limit", "0")
+        self.assertUsage(*p, "ls", "a/b", "--limit", "10001")
+        self.assertUsage(*p, "ls", "a/b", "--limit", "many")
+        self.assertUsage(*p, "ls", "a/b", "--after", "xyz")
+        self.assertUsage(*p, "ls", "a/b", "--state", "live")
+        self.assertUsage(*p, "ls")
+        self.assertUsage(*p, "check")
+        self.assertUsage(*p, "check", "a/b", "c/d")
         err = self.assertUsage(*p, "release", "a/b", "/n/k")
         self.assertIn("release TYPE KEY OWNER", err)
 
@@ -211,6 +336,8 @@ class Usage(unittest.TestCase):
         self.assertIn("get", commands)
         self.assertIn("release", commands)
         self.assertIn("sweep", commands)
+        self.assertIn("ls", commands)
+        self.assertIn("check", commands)
         for name in commands:
             for args in ([name, "--help"], ["--help", name], [name, "-h"]):
                 code, out, err = run(*args)

@@ -1,0 +1,98 @@
+/* scan.c: the pages of resv_type_scan, which every backend's scan fills.
+ *
+ * A page owns everything it points to: its entries array (grown by
+ * doubling) and an arena of blocks that holds every string and holds
+ * array, so an entry costs no malloc of its own and resv_scan_clear frees
+ * a page in a few calls. (How a stored document becomes an entry is in
+ * mongo_scan.c, beside the decoder it uses.) */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK_SIZE 16384
+
+typedef struct block {
+  struct block *next;
+  size_t used, cap;
+  _Alignas(16) char data[];
+} block_t;
+
+typedef struct storage {
+  block_t *blocks;
+  size_t cap; /* entries allocated */
+} storage_t;
+
+static storage_t *storage_of(resv_scan_t *scan) {
+  if (!scan->storage_) scan->storage_ = calloc(1, sizeof(storage_t));
+  return scan->storage_;
+}
+
+/* n bytes of the arena, 8-aligned, or NULL. */
+void *resv__scan_alloc(resv_scan_t *scan, size_t n) {
+  storage_t *s = storage_of(scan);
+  if (!s) return NULL;
+  n = (n + 7) & ~(size_t)7;
+  block_t *b = s->blocks;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > BLOCK_SIZE ? n : BLOCK_SIZE;
+    if (!(b = malloc(sizeof *b + cap))) return NULL;
+    b->cap = cap;
+    b->used = 0;
+    b->next = s->blocks;
+    s->blocks = b;
+  }
+  void *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+char *resv__scan_copy(resv_scan_t *scan, const char *p, size_t n) {
+  char *out = resv__scan_alloc(scan, n + 1);
+  if (!out) return NULL;
+  if (n) memcpy(out, p, n);
+  out[n] = '\0';
+  return out;
+}
+
+bool resv__scan_copy_str(resv_scan_t *scan, resv_str_t *dst, const char *p, size_t n) {
+  const char *c = resv__scan_copy(scan, p, n);
+  if (!c) return false;
+  dst->ptr = c;
+  dst->len = n;
+  return true;
+}
+
+resv_scan_entry_t *resv__scan_push(resv_scan_t *scan) {
+  storage_t *s = storage_of(scan);
+  if (!s) return NULL;
+  if (scan->count == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 16;
+    resv_scan_entry_t *grown = realloc(scan->entries, cap * sizeof *grown);
+    if (!grown) return NULL;
+    scan->entries = grown;
+    s->cap = cap;
+  }
+  resv_scan_entry_t *e = &scan->entries[scan->count++];
+  memset(e, 0, sizeof *e);
+  return e;
+}
+
+bool resv__scan_set_next(resv_scan_t *scan, const char *p, size_t n) {
+  return resv__scan_copy_str(scan, &scan->next, p, n);
+}
+
+void resv_scan_clear(resv_scan_t *scan) {
+  if (!scan) return;
+  storage_t *s = scan->storage_;
+  if (s) {
+    for (block_t *b = s->blocks, *next; b; b = next) {
+      next = b->next;
+      free(b);
+    }
+    free(s);
+  }
+  free(scan->entries);
+  memset(scan, 0, sizeof *scan);
+}
+
