@@ -159,8 +159,9 @@ typedef struct resv__backend_ops {
   bool (*execute)(void *backend, resv_type_t *type, const resv_request_t *req,
                   int64_t now, int64_t deadline, resv_answer_t *answer,
                   resv_error_t *err);
-  /* One page of resv_type_scan, on the caller's thread (scan.c has
-   * cleared scan and checked limit). May be NULL: no scan. */
+  /* One page of resv_type_scan (store.c has cleared scan and checked
+   * limit), on a dispatcher thread when the store has them, else on the
+   * caller's. May be NULL: no scan. */
   bool (*scan)(void *backend, resv_type_t *type, const resv_str_t *after,
                size_t limit, int64_t now, int64_t deadline, resv_scan_t *scan,
                resv_error_t *err);

@@ -436,6 +436,25 @@ static bool check_open(resv_store_t *store, resv_error_t *err) {
 /* The largest page of resv_type_scan. */
 #define SCAN_MAX_LIMIT 10000
 
+/* A scan's arguments and result, for a dispatcher thread. */
+typedef struct scan_call {
+  const resv_str_t *after;
+  size_t limit;
+  int64_t now;
+  resv_scan_t *scan;
+  bool ok;
+} scan_call_t;
+
+/* A worker's part of a scan job: the backend's scan with this thread's
+ * connection (a MongoDB client of its own could wait for ever on a pool
+ * whose clients the workers hold). */
+static void scan_job(resv_job_t *job) {
+  resv_store_t *store = job->type->store;
+  scan_call_t *c = job->user;
+  c->ok = store->ops->scan(store->backend, job->type, c->after, c->limit, c->now,
+                           job->deadline, c->scan, &job->error);
+}
+
 bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
                     size_t limit, resv_scan_t *scan, resv_error_t *err) {
   resv_store_t *store = type->store;
@@ -447,14 +466,31 @@ bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
   if (!store->ops->scan)
     return resv__fail(err, RESV_EINVALID, "the %s store has no scan", store->ops->name);
   resv_str_t from = {after_len ? after : "", after_len};
-  atomic_fetch_add(&store->active, 1);
-  bool ok = check_open(store, err) &&
-            store->ops->scan(store->backend, type, &from, limit, resv_store_now(store),
-                             resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms),
-                             scan, err);
-  atomic_fetch_sub(&store->active, 1);
-  if (!ok) resv_scan_clear(scan);
-  return ok;
+  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms);
+  scan_call_t c = {&from, limit, resv_store_now(store), scan, false};
+  if (!store->pool) {
+    atomic_fetch_add(&store->active, 1);
+    c.ok = check_open(store, err) &&
+           store->ops->scan(store->backend, type, &from, limit, c.now, deadline, scan, err);
+    atomic_fetch_sub(&store->active, 1);
+  } else {
+    resv_job_t *job = resv__job_new(type, NULL, scan_job, NULL, deadline, err);
+    if (!job) return false;
+    job->user = &c;
+    if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error)) {
+      /* The worker writes into scan and c: wait for it to end, whatever
+       * the deadline (its reads carry maxTimeMS; a job still queued at
+       * the deadline ends without running). */
+      resv_job_wait(job, -1);
+    }
+    if (!c.ok) {
+      if (err) *err = job->error;
+      if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the scan did not run");
+    }
+    resv__job_unref(job);
+  }
+  if (!c.ok) resv_scan_clear(scan);
+  return c.ok;
 }
 
 static bool run_inline(resv_type_t *type, const resv_request_t *req,

@@ -253,19 +253,18 @@ static bool mongo_execute(void *backend, resv_type_t *type,
   return ok;
 }
 
-/* A page of resv_type_scan on the caller's thread, with a client of its
- * own from the pool; no set-up (a scan creates nothing). */
+/* A page of resv_type_scan on a dispatcher thread, with its client; no
+ * set-up (a scan creates nothing). */
 static bool mongo_scan(void *backend, resv_type_t *type, const resv_str_t *after,
                        size_t limit, int64_t now, int64_t deadline, resv_scan_t *scan,
                        resv_error_t *err) {
   resv__mongo_t *m = backend;
-  mongoc_client_t *client = m->pool ? mongoc_client_pool_pop(m->pool) : NULL;
-  if (!client) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
+  worker_t *w = this_worker(m);
+  if (!w) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
   mongoc_collection_t *coll =
-      mongoc_client_get_collection(client, m->database, type->collection);
+      mongoc_client_get_collection(w->client, m->database, type->collection);
   bool ok = resv__mongo_scan(m, coll, after, limit, now, deadline, scan, err);
   mongoc_collection_destroy(coll);
-  mongoc_client_pool_push(m->pool, client);
   return ok;
 }
 

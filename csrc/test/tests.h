@@ -20,7 +20,7 @@ Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(voi
 Suite *mongo_replset_suite(void), *failover_suite(void), *deploy_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
-Suite *sweep_suite(void), *stats_suite(void);
+Suite *sweep_suite(void), *stats_suite(void), *scan_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the

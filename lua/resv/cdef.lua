@@ -338,7 +338,8 @@ typedef struct resv_scan {
  * key in the memory store. Documents that are not format-1 reservations
  * are entries too (RESV_NONE), never errors and never changed. Writes
  * nothing: a type never used stays so (format 0, no entry). Blocks the
- * caller for one round trip, within the store's timeout_ms (a tool's
+ * caller for one round trip (which a dispatcher thread makes, when the
+ * store has them), within the store's timeout_ms (a tool's
  * call, not a request path's; the memory store sorts its type's keys on
  * each page). A reservation written or deleted between two pages may be
  * seen or missed; every one present throughout is seen once. Returns
