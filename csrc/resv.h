@@ -372,6 +372,31 @@ bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
 /* Frees a scan's storage and zeroes it. Accepts NULL. */
 void resv_scan_clear(resv_scan_t *scan);
 
+/* The types a store holds: its collections (MongoDB) or named databases
+ * (the file store) named wow_reservation__<context>__<aggregate>, sorted
+ * by that name. The strings are owned by the list (resv_type_names_clear
+ * frees them). */
+typedef struct resv_type_name {
+  resv_str_t context;
+  resv_str_t aggregate;
+  resv_str_t collection;
+} resv_type_name_t;
+
+typedef struct resv_type_names {
+  resv_type_name_t *names;
+  size_t count;
+  void *storage_;       /* private */
+} resv_type_names_t;
+
+/* Lists the store's types into names (zero-initialised before its first
+ * use; cleared first). One round trip, within timeout_ms; writes nothing.
+ * File store and MongoDB; the memory store answers RESV_EINVALID. */
+bool resv_store_types(resv_store_t *store, resv_type_names_t *names,
+                      resv_error_t *err);
+
+/* Frees a list's storage and zeroes it. Accepts NULL. */
+void resv_type_names_clear(resv_type_names_t *names);
+
 /* ---- Inboxes: completion queues ------------------------------------- */
 
 /* A completion queue with an eventfd. Any number of stores' jobs may

@@ -103,6 +103,28 @@ function Store:type(context, aggregate)
   return t
 end
 
+-- The types the store holds (resv_store_types; a tool's call: it blocks
+-- for one round trip): an array of { context, aggregate, collection },
+-- sorted by collection; or nil, err (the memory store: "invalid").
+local names_buf = ffi_gc(ffi_new("resv_type_names_t"), C.resv_type_names_clear)
+function Store:list_types()
+  local h = check_store(self, "list_types")
+  if not C.resv_store_types(h, names_buf, err_buf) then
+    return nil, error_string(err_buf)
+  end
+  local list = {}
+  for i = 0, tonumber(names_buf.count) - 1 do
+    local n = names_buf.names[i]
+    list[i + 1] = {
+      context = ffi_string(n.context.ptr, n.context.len),
+      aggregate = ffi_string(n.aggregate.ptr, n.aggregate.len),
+      collection = ffi_string(n.collection.ptr, n.collection.len),
+    }
+  end
+  C.resv_type_names_clear(names_buf)
+  return list
+end
+
 -- Freezes the store's clock at ms (epoch milliseconds); nil: system clock.
 function Store:set_time(ms)
   local h = check_store(self, "set_time")

@@ -165,6 +165,11 @@ typedef struct resv__backend_ops {
   bool (*scan)(void *backend, resv_type_t *type, const resv_str_t *after,
                size_t limit, int64_t now, int64_t deadline, resv_scan_t *scan,
                resv_error_t *err);
+  /* resv_store_types: adds each type's collection name with
+   * resv__type_names_add, on a dispatcher thread when the store has them.
+   * May be NULL: no list. */
+  bool (*list_types)(void *backend, int64_t deadline, resv_type_names_t *names,
+                     resv_error_t *err);
   void (*describe)(void *backend, char *buf, size_t size);
   /* Adds the type's live entries (records) and the bytes they take to
    * *entries and *bytes. NULL for a store that keeps nothing locally. */
@@ -205,6 +210,11 @@ void *resv__scan_alloc(resv_scan_t *scan, size_t n);
 resv_scan_entry_t *resv__scan_push(resv_scan_t *scan);
 /* Sets scan->next to a copy of p[0..n); false when out of memory. */
 bool resv__scan_set_next(resv_scan_t *scan, const char *p, size_t n);
+/* Adds the collection name[0..len) to names when it names a type
+ * (wow_reservation__<context>__<aggregate>); anything else is skipped.
+ * False only when out of memory. */
+bool resv__type_names_add(resv_type_names_t *names, const char *name, size_t len);
+
 /* (mongo_scan.c) Fills a new entry of scan from a stored document (BSON bytes
  * doc[0..len), as in MongoDB and the file store): a reservation decoded
  * by mongo_decode.c, with get's status at now, or a RESV_NONE entry

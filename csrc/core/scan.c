@@ -96,3 +96,55 @@ void resv_scan_clear(resv_scan_t *scan) {
   memset(scan, 0, sizeof *scan);
 }
 
+
+/* ---- lists of types ------------------------------------------------ */
+
+/* A list's storage: its names array and a scan page used as the arena. */
+typedef struct names_storage {
+  resv_scan_t arena;
+  size_t cap;
+} names_storage_t;
+
+bool resv__type_names_add(resv_type_names_t *names, const char *name, size_t len) {
+  static const char prefix[] = RESV__COLLECTION_PREFIX;
+  size_t plen = sizeof prefix - 1;
+  if (len <= plen || memcmp(name, prefix, plen) != 0) return true;
+  const char *rest = name + plen;
+  size_t rlen = len - plen;
+  const char *sep = NULL;
+  for (size_t i = 0; i + 1 < rlen; i++)
+    if (rest[i] == '_' && rest[i + 1] == '_') {
+      sep = rest + i;
+      break;
+    }
+  if (!sep || sep == rest || sep + 2 == rest + rlen) return true;
+  if (!names->storage_ && !(names->storage_ = calloc(1, sizeof(names_storage_t))))
+    return false;
+  names_storage_t *st = names->storage_;
+  if (names->count == st->cap) {
+    size_t cap = st->cap ? st->cap * 2 : 8;
+    resv_type_name_t *grown = realloc(names->names, cap * sizeof *grown);
+    if (!grown) return false;
+    names->names = grown;
+    st->cap = cap;
+  }
+  resv_type_name_t *n = &names->names[names->count];
+  if (!resv__scan_copy_str(&st->arena, &n->collection, name, len) ||
+      !resv__scan_copy_str(&st->arena, &n->context, rest, (size_t)(sep - rest)) ||
+      !resv__scan_copy_str(&st->arena, &n->aggregate, sep + 2,
+                           rlen - (size_t)(sep - rest) - 2))
+    return false;
+  names->count++;
+  return true;
+}
+
+void resv_type_names_clear(resv_type_names_t *names) {
+  if (!names) return;
+  names_storage_t *st = names->storage_;
+  if (st) {
+    resv_scan_clear(&st->arena);
+    free(st);
+  }
+  free(names->names);
+  memset(names, 0, sizeof *names);
+}

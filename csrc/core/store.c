@@ -431,6 +431,59 @@ static bool check_open(resv_store_t *store, resv_error_t *err) {
   return true;
 }
 
+/* A list of types' arguments and result, for a dispatcher thread. */
+typedef struct types_call {
+  resv_store_t *store;
+  resv_type_names_t *names;
+  bool ok;
+} types_call_t;
+
+static void types_job(resv_job_t *job) {
+  types_call_t *c = job->user;
+  c->ok = c->store->ops->list_types(c->store->backend, job->deadline, c->names,
+                                    &job->error);
+}
+
+static int type_name_cmp(const void *a, const void *b) {
+  const resv_str_t *x = &((const resv_type_name_t *)a)->collection;
+  const resv_str_t *y = &((const resv_type_name_t *)b)->collection;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = memcmp(x->ptr, y->ptr, n);
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+bool resv_store_types(resv_store_t *store, resv_type_names_t *names, resv_error_t *err) {
+  resv_type_names_clear(names);
+  if (!store->ops->list_types)
+    return resv__fail(err, RESV_EINVALID, "the %s store has no list of types",
+                      store->ops->name);
+  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms);
+  types_call_t c = {store, names, false};
+  if (!store->pool) {
+    atomic_fetch_add(&store->active, 1);
+    c.ok = check_open(store, err) && store->ops->list_types(store->backend, deadline, names, err);
+    atomic_fetch_sub(&store->active, 1);
+  } else {
+    resv_job_t *job = resv__job_new(NULL, NULL, types_job, NULL, deadline, err);
+    if (!job) return false;
+    job->user = &c;
+    /* The worker writes into names and c: wait for it to end. */
+    if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error))
+      resv_job_wait(job, -1);
+    if (!c.ok) {
+      if (err) *err = job->error;
+      if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the list did not run");
+    }
+    resv__job_unref(job);
+  }
+  if (!c.ok) {
+    resv_type_names_clear(names);
+    return false;
+  }
+  if (names->count > 1) qsort(names->names, names->count, sizeof *names->names, type_name_cmp);
+  return true;
+}
+
 /* ---- scans (SPEC section 13; the pages are filled by scan.c) ------- */
 
 /* The largest page of resv_type_scan. */

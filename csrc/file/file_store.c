@@ -698,6 +698,33 @@ static bool file_scan(void *backend, resv_type_t *type, const resv_str_t *after,
   return rc ? lmdb_fail(e, err, rc, "scan") : ok;
 }
 
+/* resv_store_types: the named databases, read from LMDB's main database
+ * (whose keys are their names) in a read-only transaction. */
+static bool file_list_types(void *backend, int64_t deadline, resv_type_names_t *names,
+                            resv_error_t *err) {
+  file_t *f = backend;
+  env_t *e = f->env;
+  MDB_txn *txn;
+  MDB_dbi main_dbi;
+  MDB_cursor *c;
+  MDB_val key, val;
+  bool ok = true;
+  int rc = begin_txn(e, MDB_RDONLY, &txn);
+  if (rc) return lmdb_fail(e, err, rc, "list the types");
+  rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
+  if (rc == 0 && (rc = mdb_cursor_open(txn, main_dbi, &c)) == 0) {
+    for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); rc == 0 && ok;
+         rc = mdb_cursor_get(c, &key, &val, MDB_NEXT))
+      if (!resv__type_names_add(names, key.mv_data, key.mv_size))
+        ok = resv__fail(err, RESV_ENOMEM, "out of memory");
+    mdb_cursor_close(c);
+    if (rc == MDB_NOTFOUND) rc = 0;
+  }
+  mdb_txn_abort(txn);
+  end_txn(e);
+  return rc ? lmdb_fail(e, err, rc, "list the types") : ok;
+}
+
 /* ---- the backend -------------------------------------------------------- */
 
 /* The type's records but its format record, and the bytes of its pages,
@@ -739,6 +766,7 @@ static const resv__backend_ops_t process_ops = {
     .type_free = file_type_free,
     .execute = file_execute,
     .scan = file_scan,
+    .list_types = file_list_types,
     .describe = file_describe,
     .usage = file_usage,
     .destroy = file_destroy,
@@ -751,6 +779,7 @@ static const resv__backend_ops_t disk_ops = {
     .type_free = file_type_free,
     .execute = file_execute,
     .scan = file_scan,
+    .list_types = file_list_types,
     .describe = file_describe,
     .usage = file_usage,
     .destroy = file_destroy,

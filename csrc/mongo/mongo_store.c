@@ -268,6 +268,26 @@ static bool mongo_scan(void *backend, resv_type_t *type, const resv_str_t *after
   return ok;
 }
 
+/* resv_store_types: listCollections of the store's database (names only),
+ * with this dispatcher thread's client. */
+static bool mongo_list_types(void *backend, int64_t deadline, resv_type_names_t *names,
+                             resv_error_t *err) {
+  resv__mongo_t *m = backend;
+  worker_t *w = this_worker(m);
+  if (!w) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
+  bson_error_t error;
+  mongoc_database_t *db = mongoc_client_get_database(w->client, m->database);
+  char **list = mongoc_database_get_collection_names_with_opts(db, NULL, &error);
+  bool ok = list != NULL;
+  if (!ok) resv__mongo_fail(m, err, &error, deadline, "list the collections");
+  for (size_t i = 0; ok && list[i]; i++)
+    if (!resv__type_names_add(names, list[i], strlen(list[i])))
+      ok = resv__fail(err, RESV_ENOMEM, "out of memory");
+  bson_strfreev(list);
+  mongoc_database_destroy(db);
+  return ok;
+}
+
 static void mongo_describe(void *backend, char *buf, size_t size) {
   const resv__mongo_t *m = backend;
   snprintf(buf, size, "mongodb %s/%s (%s)", m->hosts, m->database,
@@ -315,6 +335,7 @@ static const resv__backend_ops_t mongo_ops = {
     .type_free = resv__mongo_type_free,
     .execute = mongo_execute,
     .scan = mongo_scan,
+    .list_types = mongo_list_types,
     .describe = mongo_describe,
     .is_sharded = mongo_is_sharded,
     .shutdown = mongo_shutdown,

@@ -6,7 +6,8 @@
  * exactly once, with get's status, ends with an empty cursor, and reads
  * the format record on its first page; a type never used scans empty
  * with format 0 and stays unused (a scan writes nothing); bad limits and
- * cursors are invalid; the memory store has no scan. */
+ * cursors are invalid; the memory store has no scan. resv_store_types
+ * lists the types that hold something, sorted, and no type never used. */
 #include <stdio.h>
 #include <string.h>
 
@@ -146,6 +147,38 @@ START_TEST(the_memory_store_has_no_scan) {
 }
 END_TEST
 
+START_TEST(the_store_lists_its_types_sorted) {
+  opened_t o;
+  open_kind(&o, _i);
+  resv_type_t *t = test_fresh_type(o.store, "scanlist");
+  resv_type_t *unused = test_fresh_type(o.store, "scanlistunused");
+  resv_answer_t a = {0};
+  test_reserve(t, "k", "owner", "a1", 3600000, &a);
+  resv_answer_clear(&a);
+  resv_type_names_t names = {0};
+  resv_error_t err;
+  ck_assert_msg(resv_store_types(o.store, &names, &err), "types: %s", err.message);
+  int found = 0;
+  for (size_t i = 0; i < names.count; i++) {
+    const resv_type_name_t *n = &names.names[i];
+    if (test_str_is(n->collection, resv_type_collection(t))) {
+      found++;
+      ck_assert(test_str_is(n->context, "test"));
+      ck_assert_uint_eq(n->aggregate.len, strlen(resv_type_collection(t)) - strlen("wow_reservation__test__"));
+    }
+    ck_assert(!test_str_is(n->collection, resv_type_collection(unused)));
+    if (i) {
+      size_t m = n->collection.len < names.names[i - 1].collection.len
+                     ? n->collection.len : names.names[i - 1].collection.len;
+      ck_assert_int_ge(memcmp(n->collection.ptr, names.names[i - 1].collection.ptr, m), 0);
+    }
+  }
+  ck_assert_int_eq(found, 1);
+  resv_type_names_clear(&names);
+  close_kind(&o);
+}
+END_TEST
+
 Suite *scan_suite(void) {
   Suite *s = suite_create("scan");
   TCase *tc = tcase_create("scan");
@@ -153,6 +186,7 @@ Suite *scan_suite(void) {
   tcase_add_loop_test(tc, paged_scan_sees_every_reservation_once, FILE_STORE, MONGO + 1);
   tcase_add_loop_test(tc, a_scan_writes_nothing, FILE_STORE, MONGO + 1);
   tcase_add_loop_test(tc, bad_limits_and_cursors_are_invalid, FILE_STORE, MONGO + 1);
+  tcase_add_loop_test(tc, the_store_lists_its_types_sorted, FILE_STORE, MONGO + 1);
   tcase_add_test(tc, the_memory_store_has_no_scan);
   suite_add_tcase(s, tc);
   return s;

@@ -241,6 +241,44 @@ holds no reservation of KEY (another owner's is never touched).]],
   end,
 })
 
+-- The types a command runs on: the one named by args[1], or with no
+-- argument every type of the store. Returns an array of type objects.
+local function types_of(ctx, args)
+  if args[1] then
+    local t, err = open_type(ctx, args[1])
+    if not t then return nil, err end
+    return { t }
+  end
+  local list, err = ctx.store:list_types()
+  if not list then return nil, err end
+  local out = {}
+  for i, n in ipairs(list) do
+    local t
+    t, err = ctx.store:type(n.context, n.aggregate)
+    if not t then return nil, err end
+    out[i] = t
+  end
+  return out
+end
+
+command("types", {
+  args = "",
+  min = 0, max = 0,
+  summary = "list the store's types",
+  help = [[
+Lists the types the store holds, one CONTEXT/AGGREGATE a line, sorted by
+collection name (MongoDB: the collections named wow_reservation__*; the
+file store: its named databases).]],
+  run = function(ctx)
+    local list, err = ctx.store:list_types()
+    if not list then return nil, err end
+    for _, n in ipairs(list) do
+      emit(ctx, n, n.context .. "/" .. n.aggregate)
+    end
+    return true
+  end,
+})
+
 -- A whole number from an option's text, or nil and a usage error.
 local function count_option(name, text, lo)
   local n = tonumber(text)
@@ -253,15 +291,16 @@ end
 _M.count_option = count_option
 
 command("sweep", {
-  args = "TYPE",
-  min = 1, max = 1,
+  args = "[TYPE]",
+  min = 0, max = 1,
   summary = "delete pending reservations long expired",
   options = { { "--grace-ms MS", "expired for at least MS ms (default 60000)" } },
   takes = { ["grace-ms"] = true },
   help = [[
 Deletes TYPE's pending reservations whose expiry is at least the grace in
 the past (SPEC section 5), never a confirmed or a live one; answers swept
-with their count. On MongoDB expired reservations stay until swept.]],
+with their count. Without TYPE: every type of the store, a line each.
+On MongoDB expired reservations stay until swept.]],
   store_options = function(opts)
     if opts["grace-ms"] == nil then return {} end
     local ms, err = count_option("grace-ms", opts["grace-ms"], 1)
@@ -269,12 +308,19 @@ with their count. On MongoDB expired reservations stay until swept.]],
     return { sweep_grace_ms = ms }
   end,
   run = function(ctx, args)
-    local t, err = open_type(ctx, args[1])
-    if not t then return nil, err end
-    local r
-    r, err = t:sweep()
-    if not r then return nil, err end
-    emit(ctx, r, answer_text(r))
+    local types, err = types_of(ctx, args)
+    if not types then return nil, err end
+    for _, t in ipairs(types) do
+      local r
+      r, err = t:sweep()
+      if not r then return nil, err end
+      if args[1] then
+        emit(ctx, r, answer_text(r))
+      else
+        r.collection = t:collection()
+        emit(ctx, r, t:collection() .. ": " .. answer_text(r))
+      end
+    end
     return true
   end,
 })
@@ -371,71 +417,87 @@ page as one document {"entries": [...], "next": CURSOR}.]],
 -- The exit code of a check that found documents not of the layout.
 local EXIT_NONCONFORMING = 3
 
+-- Checks one type t: prints what does not conform and its summary line.
+-- Returns true when everything conforms, false when not, nil, err when
+-- the store failed.
+local function check_one(ctx, t)
+  local err
+  local counts = { documents = 0, conforming = 0, nonconforming = 0 }
+  local format_state, format_problem
+  local bad = {}
+  local cursor
+  repeat
+    local page
+    page, err = t:scan { after = cursor, limit = 1000 }
+    if not page then return nil, err end
+    if not cursor then
+      format_state, format_problem = page.format, page.format_problem
+    end
+    for _, e in ipairs(page.entries) do
+      counts.documents = counts.documents + 1
+      if e.status == "format" then
+        counts.nonconforming = counts.nonconforming + 1
+        local item = { id = e.id, problem = e.problem }
+        bad[#bad + 1] = item
+        if not ctx.json then
+          ctx.out:write("not a format-1 reservation: _id ", e.id, ": ", e.problem, "\n")
+        end
+      else
+        counts.conforming = counts.conforming + 1
+      end
+    end
+    cursor = page.next
+  until not cursor
+  local record
+  if format_state == 1 then
+    record = "format 1"
+  elseif format_state == 0 then
+    record = "none"
+  else
+    record = "bad: " .. (format_problem or "?")
+  end
+  local ok = counts.nonconforming == 0 and format_state ~= -1
+               and (format_state == 1 or counts.documents == 0)
+  if ctx.json then
+    ctx.out:write(json({ collection = t:collection(), format_record = record,
+                         documents = counts.documents, conforming = counts.conforming,
+                         nonconforming = setmetatable(bad, { __jsonarray = true }),
+                         ok = ok }), "\n")
+  else
+    if format_state == 0 and counts.documents > 0 then
+      ctx.out:write("no format record, but ", counts.documents, " documents\n")
+    elseif format_state == -1 then
+      ctx.out:write("format record: ", format_problem or "?", "\n")
+    end
+    ctx.out:write(format("%s: format record %s, %d documents, %d conform, %d do not\n",
+                         t:collection(), record, counts.documents, counts.conforming,
+                         counts.nonconforming))
+  end
+  return ok
+end
+
 command("check", {
-  args = "TYPE",
-  min = 1, max = 1,
+  args = "[TYPE]",
+  min = 0, max = 1,
   summary = "check the format record and every document of a type",
   help = [[
 Reads TYPE's format record and every document (the file store: every
 record) and checks each against the layout of SPEC section 3 with the
 store's own decoder. Lists each one that is not a format-1 reservation,
 with its _id and why; changes nothing. Ends with a summary line. Exit
-code 0 when everything conforms, 3 when something does not.]],
+code 0 when everything conforms, 3 when something does not. Without
+TYPE: every type of the store, a summary line each.]],
   run = function(ctx, args)
-    local t, err = open_type(ctx, args[1])
-    if not t then return nil, err end
-    local counts = { documents = 0, conforming = 0, nonconforming = 0 }
-    local format_state, format_problem
-    local bad = {}
-    local cursor
-    repeat
-      local page
-      page, err = t:scan { after = cursor, limit = 1000 }
-      if not page then return nil, err end
-      if not cursor then
-        format_state, format_problem = page.format, page.format_problem
-      end
-      for _, e in ipairs(page.entries) do
-        counts.documents = counts.documents + 1
-        if e.status == "format" then
-          counts.nonconforming = counts.nonconforming + 1
-          local item = { id = e.id, problem = e.problem }
-          bad[#bad + 1] = item
-          if not ctx.json then
-            ctx.out:write("not a format-1 reservation: _id ", e.id, ": ", e.problem, "\n")
-          end
-        else
-          counts.conforming = counts.conforming + 1
-        end
-      end
-      cursor = page.next
-    until not cursor
-    local record
-    if format_state == 1 then
-      record = "format 1"
-    elseif format_state == 0 then
-      record = "none"
-    else
-      record = "bad: " .. (format_problem or "?")
+    local types, err = types_of(ctx, args)
+    if not types then return nil, err end
+    local all_ok = true
+    for _, t in ipairs(types) do
+      local ok
+      ok, err = check_one(ctx, t)
+      if ok == nil then return nil, err end
+      all_ok = all_ok and ok
     end
-    local ok = counts.nonconforming == 0 and format_state ~= -1
-                 and (format_state == 1 or counts.documents == 0)
-    if ctx.json then
-      ctx.out:write(json({ collection = t:collection(), format_record = record,
-                           documents = counts.documents, conforming = counts.conforming,
-                           nonconforming = setmetatable(bad, { __jsonarray = true }),
-                           ok = ok }), "\n")
-    else
-      if format_state == 0 and counts.documents > 0 then
-        ctx.out:write("no format record, but ", counts.documents, " documents\n")
-      elseif format_state == -1 then
-        ctx.out:write("format record: ", format_problem or "?", "\n")
-      end
-      ctx.out:write(format("%s: format record %s, %d documents, %d conform, %d do not\n",
-                           t:collection(), record, counts.documents, counts.conforming,
-                           counts.nonconforming))
-    end
-    if not ok then return nil, EXIT_NONCONFORMING end
+    if not all_ok then return nil, EXIT_NONCONFORMING end
     return true
   end,
 })

@@ -208,6 +208,24 @@ end""")
         [r] = self.resv_json("check", "shop/never")
         self.assertEqual(r["format_record"], "none")
 
+    def test_types_lists_the_store_types_and_check_and_sweep_take_all(self):
+        lua(self.store.opts, """
+assert(assert(store:type("game", "player")):reserve({ namespace = "name", key = "zed" }, { id = "p" }, "a", 1))""")
+        code, out, err = self.resv("types")
+        self.assertEqual((code, out), (0, "game/player\nshop/user\n"), err)
+        [g, s] = self.resv_json("types")
+        self.assertEqual(g, {"context": "game", "aggregate": "player",
+                             "collection": "wow_reservation__game__player"})
+        code, out, err = self.resv("check")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), [
+            "wow_reservation__game__player: format record format 1, 1 documents, 1 conform, 0 do not",
+            "wow_reservation__shop__user: format record format 1, 3 documents, 3 conform, 0 do not"])
+        code, out, err = self.resv("sweep", "--grace-ms", "1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), ["wow_reservation__game__player: swept, 1 reservation",
+                                            "wow_reservation__shop__user: swept, 1 reservation"])
+
     def test_a_store_error_exits_1_with_its_code(self):
         code, out, err = self.resv("get", "shop/us.er", "/email/x")
         self.assertEqual(code, 1)
@@ -323,7 +341,7 @@ class Usage(unittest.TestCase):
         self.assertUsage(*p, "ls", "a/b", "--after", "xyz")
         self.assertUsage(*p, "ls", "a/b", "--state", "live")
         self.assertUsage(*p, "ls")
-        self.assertUsage(*p, "check")
+        self.assertUsage(*p, "types", "a/b")
         self.assertUsage(*p, "check", "a/b", "c/d")
         err = self.assertUsage(*p, "release", "a/b", "/n/k")
         self.assertIn("release TYPE KEY OWNER", err)
@@ -338,6 +356,7 @@ class Usage(unittest.TestCase):
         self.assertIn("sweep", commands)
         self.assertIn("ls", commands)
         self.assertIn("check", commands)
+        self.assertIn("types", commands)
         for name in commands:
             for args in ([name, "--help"], ["--help", name], [name, "-h"]):
                 code, out, err = run(*args)
