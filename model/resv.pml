@@ -16,7 +16,9 @@
  *                   back what was not replicated; writes are acknowledged
  *                   once replicated (w: majority) unless W1 (w: 1)
  *   REPLAY          abandon's two writes in one step, as the memory store
- *                   does them, for model/replay.c (see there)
+ *                   does them, and a sweep in one step, for model/replay.c
+ *   FRESH_NOW       each reserve and confirm in one step, at the clock of
+ *                   that step (no operation runs on a clock read earlier)
  *   GRANT_ONLY      check the grants alone (not that every live belief stays
  *                   backed), so a run stops at the double grant itself
  *   CHECK_KEPT      also assert that abandon answers kept only while the
@@ -385,6 +387,9 @@ inline dup_read(a, k, now, op, arg, res) {
 /* reserve (op OP_RESERVE) or confirm (OP_CONFIRM): the upsert, and after a
  * duplicate key the read and the bounded retry of mongo_ops.c's upsert(). */
 inline upsert(op, a, k, arg, res) {
+#ifdef FRESH_NOW
+  atomic {
+#endif
   now = clock;
   tries = 0;
   do
@@ -409,6 +414,9 @@ inline upsert(op, a, k, arg, res) {
         fi
      fi
   od;
+#ifdef FRESH_NOW
+  }
+#endif
   res = res; /* a target for the breaks: a jump into a d_step is refused */
   d_step { now = 0; tries = 0 }
 }
@@ -570,8 +578,16 @@ proctype Sweeper() {
 #ifdef FAILOVER
   byte myseq;
 #endif
+#ifdef REPLAY
+  byte swept;
+#endif
   do
   :: n < SWEEPS ->
+#ifdef REPLAY
+     /* one step, as the memory store's sweep walks its table under its
+      * locks; then the count, and each key's document */
+     atomic {
+#endif
      now = clock;
      k = 0;
      do
@@ -588,7 +604,9 @@ proctype Sweeper() {
              may_lose(k, false, 0);
              db[k].present = false; db[k].owner = 0; db[k].confirmed = false;
              db[k].exp = 0; db[k].holds = 0; db[k].version = 0; wrote();
-             printf("SWEPT %d %d\n", k, now);
+#ifdef REPLAY
+             swept++;
+#endif
              backed()
           :: else -> skip
           fi
@@ -597,6 +615,19 @@ proctype Sweeper() {
         k++
      :: else -> break
      od;
+#ifdef REPLAY
+     printf("SW %d %d\n", now, swept);
+     k = 0;
+     do
+     :: k < NKEY ->
+        printf("DB %d %d %d %d %d %d %d %d\n", k, now, db[k].present, db[k].owner,
+               db[k].confirmed, db[k].exp, db[k].version, db[k].holds);
+        k++
+     :: else -> break
+     od;
+     swept = 0;
+     }
+#endif
      n++; now = 0; k = 0
   :: else -> break
   od
