@@ -50,7 +50,7 @@
 #define SWEEPS 1
 #endif
 #define NATT (ATT0 + ATT1 + ATT2)
-#define TRIES 5        /* UPSERT_TRIES of csrc/mongo_ops.c */
+#define TRIES 5        /* UPSERT_TRIES of csrc/mongo/mongo_ops.c */
 #define FOREVER 255    /* a belief in a confirmed reservation */
 #define BIT(a) (1 << (a))
 
