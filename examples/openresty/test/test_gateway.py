@@ -470,7 +470,13 @@ class Production(unittest.TestCase):
                     old = set(gw.worker_pids())
                     with FailPoint(URI, blockConnection=True, blockTimeMS=1000):
                         pool, futures = slow_reserves(gw, 12)
-                        time.sleep(0.3)
+                        # Signal once all 12 wait for the store: a request
+                        # nginx has not read yet is closed by a graceful
+                        # exit before resv sees it (seen once under load).
+                        deadline = time.monotonic() + 5
+                        while (int(str(gw.request('GET', '/held')[1]).strip()) < 12
+                               and time.monotonic() < deadline):
+                            time.sleep(0.02)
                         t0 = time.monotonic()
                         gw.proc.send_signal(sig)
                         answers = [f.result() for f in futures]
