@@ -216,8 +216,20 @@ test-layout:
 
 # resv in the real Tarantool: fibers yield and resume as themselves, and
 # the event loop keeps ticking (against the emulator or MONGODB_URI).
+# Then `tarantoolctl rocks make` into a scratch tree, and a script outside
+# the work tree that finds resv there by require alone.
 test-tarantool: $(O)/libresv.so
 	RESV_CPATH="$(O)/?.so;;" scripts/with-mongo tarantool spec/hosts/tarantool_test.lua
+	@tree=$$(mktemp -d) && app=$$(mktemp -d) && \
+	  tarantoolctl rocks --tree "$$tree" make resv-$(VERSION)-1.rockspec >"$$tree/make.log" 2>&1 && \
+	  printf '%s\n' 'local s = assert(require("resv").open {})' \
+	    'local t = assert(s:type("tnt", "rock"))' \
+	    'local r = assert(t:reserve({ namespace = "n", key = "k" }, { id = "o" }, "a", 1000))' \
+	    'os.exit(r.status == "reserved" and 0 or 1)' >"$$app/app.lua" && \
+	  (cd "$$app" && LUA_PATH="$$tree/share/tarantool/?.lua;$$tree/share/tarantool/?/init.lua;;" \
+	    tarantool app.lua) && rm -rf "$$tree" "$$app" && \
+	  echo "test-tarantool: tarantoolctl rocks make installs resv where require finds it" || \
+	  { echo "test-tarantool: the rock did not install or load"; cat "$$tree/make.log"; exit 1; }
 
 # resv's host helpers in the real hosts (spec/hosts/*_test.lua and the
 # examples), against one emulator or MONGODB_URI: resv.luv in Debian's
