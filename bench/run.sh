@@ -70,6 +70,9 @@ run "$out/redis_nx" 20000 3
 # 9. The counters of resv_store_stats on the memory store's hot path.
 run "$out/stats_cost" 200
 
+# 10. The memory store under a churn of distinct keys: entries, bytes, RSS.
+run "$out/churn" 2000000 1000 1000
+
 if command -v gnuplot >/dev/null; then
   gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
 fi
