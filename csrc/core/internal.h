@@ -170,6 +170,10 @@ typedef struct resv__backend_ops {
    * May be NULL: no list. */
   bool (*list_types)(void *backend, int64_t deadline, resv_type_names_t *names,
                      resv_error_t *err);
+  /* resv_type_put of a validated entry, on a dispatcher thread when the
+   * store has them. May be NULL: no put. */
+  bool (*put)(void *backend, resv_type_t *type, const resv_scan_entry_t *entry,
+              int64_t deadline, int32_t *outcome, resv_error_t *err);
   void (*describe)(void *backend, char *buf, size_t size);
   /* Adds the type's live entries (records) and the bytes they take to
    * *entries and *bytes. NULL for a store that keeps nothing locally. */

@@ -484,6 +484,77 @@ bool resv_store_types(resv_store_t *store, resv_type_names_t *names, resv_error_
   return true;
 }
 
+/* A put's arguments and result, for a dispatcher thread. */
+typedef struct put_call {
+  const resv_scan_entry_t *entry;
+  int32_t *outcome;
+  bool ok;
+} put_call_t;
+
+static void put_job(resv_job_t *job) {
+  resv_store_t *store = job->type->store;
+  put_call_t *c = job->user;
+  c->ok = store->ops->put(store->backend, job->type, c->entry, job->deadline, c->outcome,
+                          &job->error);
+}
+
+/* The checks of a call, for an entry to put. */
+static bool validate_entry(const resv_store_t *store, const resv_scan_entry_t *e,
+                           resv_error_t *err) {
+  bool pending = e->status == RESV_PENDING || e->status == RESV_EXPIRED;
+  if (!pending && e->status != RESV_CONFIRMED)
+    return resv__fail(err, RESV_EINVALID, "entry: status must be pending, expired or confirmed");
+  if ((pending ? RESV_STATE_PENDING : RESV_STATE_CONFIRMED) != e->state)
+    return resv__fail(err, RESV_EINVALID, "entry: state does not match its status");
+  resv_request_t r = {.op = RESV_OP_RELEASE, .key = {e->tenant, e->ns, e->key},
+                      .owner = {e->owner_tenant, e->owner_id}};
+  if (!resv__validate_request(&r, store->max_string, err)) return false;
+  if (!pending) {
+    if (e->version < 0) return resv__fail(err, RESV_EINVALID, "entry: negative version");
+    return true;
+  }
+  if (e->nholds && !e->holds) return resv__fail(err, RESV_EINVALID, "entry: holds NULL");
+  for (size_t i = 0; i < e->nholds; i++) {
+    resv_request_t h = {.op = RESV_OP_ABANDON, .key = r.key, .owner = r.owner,
+                        .attempt = e->holds[i]};
+    if (!resv__validate_request(&h, store->max_string, err)) return false;
+    for (size_t j = 0; j < i; j++)
+      if (e->holds[j].len == e->holds[i].len &&
+          memcmp(e->holds[j].ptr, e->holds[i].ptr, e->holds[i].len) == 0)
+        return resv__fail(err, RESV_EINVALID, "entry: a hold is there twice");
+  }
+  return true;
+}
+
+bool resv_type_put(resv_type_t *type, const resv_scan_entry_t *entry, int32_t *outcome,
+                   resv_error_t *err) {
+  resv_store_t *store = type->store;
+  if (!store->ops->put)
+    return resv__fail(err, RESV_EINVALID, "the %s store has no put", store->ops->name);
+  if (!validate_entry(store, entry, err)) return false;
+  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms);
+  put_call_t c = {entry, outcome, false};
+  if (!store->pool) {
+    atomic_fetch_add(&store->active, 1);
+    c.ok = check_open(store, err) &&
+           store->ops->put(store->backend, type, entry, deadline, outcome, err);
+    atomic_fetch_sub(&store->active, 1);
+    return c.ok;
+  }
+  resv_job_t *job = resv__job_new(type, NULL, put_job, NULL, deadline, err);
+  if (!job) return false;
+  job->user = &c;
+  /* The worker reads entry and writes c: wait for it to end. */
+  if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error))
+    resv_job_wait(job, -1);
+  if (!c.ok) {
+    if (err) *err = job->error;
+    if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the put did not run");
+  }
+  resv__job_unref(job);
+  return c.ok;
+}
+
 /* ---- scans (SPEC section 13; the pages are filled by scan.c) ------- */
 
 /* The largest page of resv_type_scan. */

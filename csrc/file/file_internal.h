@@ -78,6 +78,12 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
 int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
                       resv_error_t *err, bool *ok);
 
+/* resv_type_put of a validated entry in txn (a write transaction):
+ * writes it when its key is free. Returns an LMDB error code, or 0 with
+ * *outcome set (*ok false only when err says why). */
+int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t *e,
+                   int32_t *outcome, resv_error_t *err, bool *ok);
+
 /* One page of resv_type_scan over database dbi in txn (file_scan.c).
  * Returns an LMDB error code, or 0 with *ok saying whether the page was
  * filled (false: err says why). */

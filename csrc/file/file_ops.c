@@ -381,6 +381,33 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
   return rc;
 }
 
+/* ---- copying ----------------------------------------------------------- */
+
+int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t *e,
+                   int32_t *outcome, resv_error_t *err, bool *ok) {
+  found_t f = {0};
+  resv_key_t k = {e->tenant, e->ns, e->key};
+  resv_error_t ignored;
+  int rc = lookup(txn, ft->dbi, &k, &f, &ignored, ok);
+  if (rc) return rc;
+  if (!*ok) {
+    /* A record that is not a reservation of k holds the key. */
+    *ok = true;
+    *outcome = RESV_PUT_DIFFERENT;
+    return 0;
+  }
+  if (f.present) {
+    *outcome = resv__scan_entry_matches(e, &f.doc) ? RESV_PUT_SAME : RESV_PUT_DIFFERENT;
+    resv__mongo_doc_free(&f.doc);
+    return 0;
+  }
+  resv__bw_t w;
+  resv__scan_entry_encode(e, &w);
+  *outcome = RESV_PUT_ADDED;
+  (void)err;
+  return put(txn, ft->dbi, &f, &w);
+}
+
 /* ---- reclaiming --------------------------------------------------------- */
 
 /* True for a format-1 pending reservation that expired at or before limit.

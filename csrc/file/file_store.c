@@ -698,6 +698,27 @@ static bool file_scan(void *backend, resv_type_t *type, const resv_str_t *after,
   return rc ? lmdb_fail(e, err, rc, "scan") : ok;
 }
 
+/* resv_type_put in one write transaction, after the type's set-up. */
+static bool file_put(void *backend, resv_type_t *type, const resv_scan_entry_t *e,
+                     int64_t deadline, int32_t *outcome, resv_error_t *err) {
+  file_t *f = backend;
+  env_t *env = f->env;
+  if (!type_ready(f, type, err)) return false;
+  resv__file_type_t *ft = type->backend_state;
+  MDB_txn *txn;
+  bool ok = true;
+  int rc = begin_txn(env, 0, &txn);
+  if (rc == 0) {
+    rc = resv__file_put(txn, ft, e, outcome, err, &ok);
+    if (rc == 0 && ok && *outcome == RESV_PUT_ADDED)
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
+    end_txn(env);
+  }
+  return rc ? lmdb_fail(env, err, rc, "put") : ok;
+}
+
 /* resv_store_types: the named databases, read from LMDB's main database
  * (whose keys are their names) in a read-only transaction. */
 static bool file_list_types(void *backend, int64_t deadline, resv_type_names_t *names,
@@ -767,6 +788,7 @@ static const resv__backend_ops_t process_ops = {
     .execute = file_execute,
     .scan = file_scan,
     .list_types = file_list_types,
+    .put = file_put,
     .describe = file_describe,
     .usage = file_usage,
     .destroy = file_destroy,
@@ -780,6 +802,7 @@ static const resv__backend_ops_t disk_ops = {
     .execute = file_execute,
     .scan = file_scan,
     .list_types = file_list_types,
+    .put = file_put,
     .describe = file_describe,
     .usage = file_usage,
     .destroy = file_destroy,

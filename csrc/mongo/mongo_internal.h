@@ -136,6 +136,17 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
  * (a deadline beyond INT32_MAX ms), -1 when nothing is left. */
 int64_t resv__mongo_max_time_ms(int64_t deadline);
 
+/* resv_type_put of a validated entry into coll (mongo_put.c). */
+bool resv__mongo_put(const resv__mongo_t *m, mongoc_collection_t *coll,
+                     const resv_scan_entry_t *e, int64_t deadline, int32_t *outcome,
+                     resv_error_t *err);
+/* The format-1 document of entry e into w (initialised by it; the caller
+ * frees it with resv__bw_free), as both stores write it (mongo_put.c). */
+struct resv__bw;
+void resv__scan_entry_encode(const resv_scan_entry_t *e, struct resv__bw *w);
+/* True when the decoded document d is the reservation e describes. */
+bool resv__scan_entry_matches(const resv_scan_entry_t *e, const resv__mongo_doc_t *d);
+
 /* One page of resv_type_scan over coll (mongo_scan.c). */
 bool resv__mongo_scan(const resv__mongo_t *m, mongoc_collection_t *coll,
                       const resv_str_t *after, size_t limit, int64_t now,

@@ -268,6 +268,21 @@ static bool mongo_scan(void *backend, resv_type_t *type, const resv_str_t *after
   return ok;
 }
 
+/* resv_type_put on a dispatcher thread: the type is set up first, as for
+ * a call (collection, shard key, format record). */
+static bool mongo_put(void *backend, resv_type_t *type, const resv_scan_entry_t *e,
+                      int64_t deadline, int32_t *outcome, resv_error_t *err) {
+  resv__mongo_t *m = backend;
+  worker_t *w = this_worker(m);
+  if (!w) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
+  if (!resv__mongo_schema_ready(m, type, w->client, deadline, err)) return false;
+  mongoc_collection_t *coll =
+      mongoc_client_get_collection(w->client, m->database, type->collection);
+  bool ok = resv__mongo_put(m, coll, e, deadline, outcome, err);
+  mongoc_collection_destroy(coll);
+  return ok;
+}
+
 /* resv_store_types: listCollections of the store's database (names only),
  * with this dispatcher thread's client. */
 static bool mongo_list_types(void *backend, int64_t deadline, resv_type_names_t *names,
@@ -336,6 +351,7 @@ static const resv__backend_ops_t mongo_ops = {
     .execute = mongo_execute,
     .scan = mongo_scan,
     .list_types = mongo_list_types,
+    .put = mongo_put,
     .describe = mongo_describe,
     .is_sharded = mongo_is_sharded,
     .shutdown = mongo_shutdown,

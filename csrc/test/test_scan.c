@@ -7,7 +7,10 @@
  * the format record on its first page; a type never used scans empty
  * with format 0 and stays unused (a scan writes nothing); bad limits and
  * cursors are invalid; the memory store has no scan. resv_store_types
- * lists the types that hold something, sorted, and no type never used. */
+ * lists the types that hold something, sorted, and no type never used.
+ * resv_type_put writes a free key exactly as given, answers same for the
+ * same reservation and different (writing nothing) for another. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -179,6 +182,55 @@ START_TEST(the_store_lists_its_types_sorted) {
 }
 END_TEST
 
+START_TEST(put_writes_a_free_key_only) {
+  opened_t o;
+  open_kind(&o, _i);
+  resv_type_t *t = test_fresh_type(o.store, "scanput");
+  resv_answer_t a = {0};
+  test_confirm(t, "taken", "someone", 3, &a);
+  resv_str_t holds[] = {resv_cstr("h1"), resv_cstr("h2")};
+  resv_scan_entry_t e = {.status = RESV_PENDING, .state = RESV_STATE_PENDING,
+                         .expires_at = INT64_C(4102444800000), .tenant = resv_cstr(""),
+                         .ns = resv_cstr("email"), .key = resv_cstr("free"),
+                         .owner_tenant = resv_cstr("t1"), .owner_id = resv_cstr("o1"),
+                         .holds = holds, .nholds = 2};
+  int32_t outcome = 0;
+  resv_error_t err;
+  ck_assert_msg(resv_type_put(t, &e, &outcome, &err), "put: %s", err.message);
+  ck_assert_int_eq(outcome, RESV_PUT_ADDED);
+  test_get(t, "free", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert_int_eq(a.expires_at, e.expires_at);
+  ck_assert(test_holds_are(&a, 2, (const char *const[]){"h1", "h2"}));
+  ck_assert(test_str_is(a.owner_tenant, "t1"));
+  ck_assert(resv_type_put(t, &e, &outcome, &err));
+  ck_assert_int_eq(outcome, RESV_PUT_SAME);
+  e.nholds = 1; /* the same key, another reservation: left alone */
+  ck_assert(resv_type_put(t, &e, &outcome, &err));
+  ck_assert_int_eq(outcome, RESV_PUT_DIFFERENT);
+  test_get(t, "free", &a);
+  ck_assert_uint_eq(a.nholds, 2);
+  resv_scan_entry_t c = {.status = RESV_CONFIRMED, .state = RESV_STATE_CONFIRMED,
+                         .version = 9, .tenant = resv_cstr(""), .ns = resv_cstr("email"),
+                         .key = resv_cstr("taken"), .owner_tenant = resv_cstr(""),
+                         .owner_id = resv_cstr("me")};
+  ck_assert(resv_type_put(t, &c, &outcome, &err));
+  ck_assert_int_eq(outcome, RESV_PUT_DIFFERENT);
+  test_get(t, "taken", &a);
+  ck_assert(test_str_is(a.owner_id, "someone"));
+  ck_assert_int_eq(a.version, 3);
+  c.owner_id = resv_cstr("");
+  ck_assert(!resv_type_put(t, &c, &outcome, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  c.owner_id = resv_cstr("me");
+  c.status = RESV_NONE;
+  ck_assert(!resv_type_put(t, &c, &outcome, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  resv_answer_clear(&a);
+  close_kind(&o);
+}
+END_TEST
+
 Suite *scan_suite(void) {
   Suite *s = suite_create("scan");
   TCase *tc = tcase_create("scan");
@@ -187,6 +239,7 @@ Suite *scan_suite(void) {
   tcase_add_loop_test(tc, a_scan_writes_nothing, FILE_STORE, MONGO + 1);
   tcase_add_loop_test(tc, bad_limits_and_cursors_are_invalid, FILE_STORE, MONGO + 1);
   tcase_add_loop_test(tc, the_store_lists_its_types_sorted, FILE_STORE, MONGO + 1);
+  tcase_add_loop_test(tc, put_writes_a_free_key_only, FILE_STORE, MONGO + 1);
   tcase_add_test(tc, the_memory_store_has_no_scan);
   suite_add_tcase(s, tc);
   return s;

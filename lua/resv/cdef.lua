@@ -376,6 +376,27 @@ bool resv_store_types(resv_store_t *store, resv_type_names_t *names,
 /* Frees a list's storage and zeroes it. Accepts NULL. */
 void resv_type_names_clear(resv_type_names_t *names);
 
+/* What resv_type_put did. */
+typedef enum resv_put_outcome {
+  RESV_PUT_ADDED = 1,    /* the key was free: the reservation is there as given */
+  RESV_PUT_SAME = 2,     /* the same reservation was there: nothing written */
+  RESV_PUT_DIFFERENT = 3 /* something else holds the key: nothing written */
+} resv_put_outcome_t;
+
+/* Writes the reservation entry describes (e.g. a scan's entry of another
+ * store: its key, owner, state, expiry and holds, or version, exactly as
+ * they are) into the type when its key is free, and says in *outcome what
+ * it did. Never overwrites: a reservation already there, expired or not,
+ * or a document that is not one, stays as it is (RESV_PUT_SAME when it is
+ * the same reservation, RESV_PUT_DIFFERENT otherwise). For copying one
+ * store into another (the resv command's copy): running it again writes
+ * nothing new. The type is set up (collection, format record) as by a
+ * call. entry->status must be RESV_PENDING, RESV_EXPIRED or
+ * RESV_CONFIRMED and its strings pass a call's checks (RESV_EINVALID
+ * otherwise). File store and MongoDB; blocks for one round trip. */
+bool resv_type_put(resv_type_t *type, const resv_scan_entry_t *entry,
+                   int32_t *outcome, resv_error_t *err);
+
 /* ---- Inboxes: completion queues ------------------------------------- */
 
 /* A completion queue with an eventfd. Any number of stores' jobs may

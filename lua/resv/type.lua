@@ -22,6 +22,7 @@
 -- every context: its answer is there at once. A waiter gives up at the
 -- job's deadline plus a grace (resv_job_deadline) and answers `timeout`.
 local ffi = require "ffi"
+local jit = require "jit"
 local C = require "resv.ffi"
 local base = require "resv.base"
 local sched = require "resv.sched"
@@ -456,6 +457,80 @@ function Type:scan(opts)
   C.resv_scan_clear(s)
   return page
 end
+
+-- Writes the reservation r (a scan's entry of another store: { key =
+-- { tenant, namespace, key }, status = "pending" | "expired" |
+-- "confirmed", owner = { tenant, id }, expires_at, holds | version }) into
+-- the type when its key is free (resv_type_put; a tool's call, it blocks).
+-- Returns "added", "same" (that reservation was there) or "different"
+-- (something else holds the key: nothing written), or nil, err.
+local put_entry = ffi_new("resv_scan_entry_t")
+local put_outcome = ffi_new("int32_t[1]")
+local STATUS_OF = { pending = C.RESV_PENDING, expired = C.RESV_EXPIRED,
+                    confirmed = C.RESV_CONFIRMED }
+local OUTCOMES = { [C.RESV_PUT_ADDED] = "added", [C.RESV_PUT_SAME] = "same",
+                   [C.RESV_PUT_DIFFERENT] = "different" }
+local function set_str(field, s, keep)
+  keep[#keep + 1] = s
+  field.ptr = s
+  field.len = #s
+end
+function Type:put(r)
+  check_type(self, "put")
+  if type(r) ~= "table" then return nil, expected("reservation", "a table", r) end
+  local status = STATUS_OF[r.status]
+  if not status then
+    return nil, "invalid: reservation.status: expected pending, expired or confirmed, got "
+      .. tostring(r.status)
+  end
+  local kt, kn, kk = key_fields(r.key)
+  if not kt then return nil, kn end
+  local ot, oid = owner_fields(r.owner)
+  if not ot then return nil, oid end
+  local e, keep = put_entry, {}
+  e.status = status
+  set_str(e.tenant, kt, keep)
+  set_str(e.ns, kn, keep)
+  set_str(e.key, kk, keep)
+  set_str(e.owner_tenant, ot, keep)
+  set_str(e.owner_id, oid, keep)
+  e.holds, e.nholds, e.expires_at, e.version = nil, 0, 0, 0
+  local err
+  if status == C.RESV_CONFIRMED then
+    e.state = C.RESV_STATE_CONFIRMED
+    local v
+    v, err = check_integer("reservation.version", r.version, 0, MAX_INTEGER,
+                           "a non-negative integer", true)
+    if not v then return nil, err end
+    e.version = v
+  else
+    e.state = STATE_PENDING
+    local at
+    at, err = check_integer("reservation.expires_at", r.expires_at, -MAX_INTEGER,
+                            MAX_INTEGER, "an integer (epoch ms)", true)
+    if not at then return nil, err end
+    e.expires_at = at
+    local holds = r.holds
+    if type(holds) ~= "table" then return nil, expected("reservation.holds", "a table", holds) end
+    local n = #holds
+    local arr = ffi_new("resv_str_t[?]", n > 0 and n or 1)
+    keep[#keep + 1] = arr
+    for i = 1, n do
+      local h = holds[i]
+      if type(h) ~= "string" then return nil, expected("reservation.holds[" .. i .. "]", "a string", h) end
+      set_str(arr[i - 1], h, keep)
+    end
+    e.holds, e.nholds = arr, n
+  end
+  local ok = C.resv_type_put(self.handle, e, put_outcome, err_buf)
+  -- e points into the strings of keep: alive until here (this function
+  -- is never compiled, so the local keeps them).
+  keep = nil
+  e.holds, e.nholds = nil, 0
+  if not ok then return nil, error_string(err_buf) end
+  return OUTCOMES[put_outcome[0]] or tostring(put_outcome[0])
+end
+jit.off(Type.put)
 
 -- The MongoDB collection of the type ("wow_reservation__<c>__<a>").
 function Type:collection()

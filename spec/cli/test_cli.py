@@ -226,6 +226,21 @@ assert(assert(store:type("game", "player")):reserve({ namespace = "name", key = 
         self.assertEqual(out.splitlines(), ["wow_reservation__game__player: swept, 1 reservation",
                                             "wow_reservation__shop__user: swept, 1 reservation"])
 
+    def test_stats_counts_types_and_embedded_entries(self):
+        code, out, err = self.resv("stats")
+        self.assertEqual(code, 0, err)
+        if self.kind == "file":
+            self.assertRegex(out, r"^resv store \(file .*\): 1 type, 3 entries, [1-9]\d* bytes\n$")
+        else:
+            self.assertRegex(out, r"^mongodb .*: 1 type\n$")
+        [r] = self.resv_json("stats")
+        self.assertEqual(r["types"], 1)
+        self.assertEqual(r.get("entries"), 3 if self.kind == "file" else None)
+        code, out, err = self.resv("stats", "--prometheus")
+        self.assertEqual(code, 0, err)
+        self.assertIn("# TYPE resv_calls_total counter", out)
+        self.assertRegex(out, r'resv_calls_total\{op="get",status="absent"\} 1\n')
+
     def test_a_store_error_exits_1_with_its_code(self):
         code, out, err = self.resv("get", "shop/us.er", "/email/x")
         self.assertEqual(code, 1)
@@ -299,6 +314,105 @@ class MongoStore(CommandTests, unittest.TestCase):
         self.assertIn("format record: the format record names another format than 1", out)
 
 
+def entries(store, name):
+    """Every entry of a type of store, by `resv ls --json`."""
+    out = run(*(store.args + ["--json", "ls", "--limit", "10000", name]))
+    assert out[0] == 0, out[2]
+    return json.loads(out[1])["entries"]
+
+
+@unittest.skipUnless(URI, "RESV_TEST_URI is not set (run under scripts/with-mongo)")
+class Copy(unittest.TestCase):
+    """copy: file -> MongoDB -> file, equal entry by entry; run again it
+    adds nothing; a key held otherwise in the target is listed, not
+    overwritten."""
+
+    def setUp(self):
+        self.file = Store("file")
+        self.mongo = Store("mongo")
+        self.back = Store("file")
+        lua(self.file.opts, SEED + """
+local g = assert(store:type("game", "player"))
+for i = 1, 40 do
+  assert(g:reserve({ tenant = "eu", namespace = "name", key = "p" .. i }, { tenant = "eu", id = "u" .. i }, "a", 3600000))
+  if i % 3 == 0 then assert(g:confirm({ tenant = "eu", namespace = "name", key = "p" .. i }, { tenant = "eu", id = "u" .. i }, i)) end
+end""")
+
+    def tearDown(self):
+        for s in (self.file, self.mongo, self.back):
+            s.close()
+
+    def copy(self, src, dst, *more):
+        args = ["copy", "--from", src.args[1], "--to", dst.args[1]]
+        if src.kind == "mongo":
+            args += ["--from-database", src.db]
+        if dst.kind == "mongo":
+            args += ["--to-database", dst.db]
+        return run(*(args + list(more)))
+
+    def test_copy_round_trip_file_mongodb_file(self):
+        code, out, err = self.copy(self.file, self.mongo)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "copy: 2 types, 43 reservations: 43 added, 0 same, 0 differ "
+                              "(not overwritten), 0 skipped (not format-1)\n")
+        code, out, err = self.copy(self.mongo, self.back)
+        self.assertEqual(code, 0, err)
+        for name in ("shop/user", "game/player"):
+            a, b, c = entries(self.file, name), entries(self.mongo, name), entries(self.back, name)
+            key = lambda e: json.dumps(e["key"], sort_keys=True)
+            self.assertEqual(sorted(a, key=key), sorted(b, key=key))
+            self.assertEqual(a, c)  # the same store order, file to file
+        # Document by document in MongoDB: the layout, field order included.
+        import pymongo
+        client = pymongo.MongoClient(URI, document_class=__import__("bson").son.SON)
+        self.addCleanup(client.close)
+        doc = client[self.mongo.db]["wow_reservation__shop__user"].find_one(
+            {"_id": __import__("bson").son.SON([("t", ""), ("n", "email"), ("k", "ann@example.com")])})
+        self.assertEqual(list(doc.keys()), ["_id", "tenant_id", "key", "owner", "expires_at", "holds"])
+        self.assertEqual(doc["holds"], ["a1", "a2"])
+        self.assertEqual(list(doc["owner"].items()), [("tenant_id", "t1"), ("id", "u1")])
+
+    def test_copy_draws_a_progress_bar_on_a_terminal_only(self):
+        cmd = " ".join([RESV, "copy", "--from", self.file.dir, "--to", self.back.dir])
+        # Bytes: text mode would turn the bar's carriage returns into newlines.
+        p = subprocess.run(["script", "-qec", cmd, "/dev/null"], env=ENV, cwd=ROOT,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        shown = p.stdout.decode()
+        self.assertRegex(shown, r"\r\[#{30}\] 43/43 ")
+        self.assertIn("copy: 2 types, 43 reservations: 43 added", shown)
+        code, out, err = self.copy(self.file, self.back)  # not a terminal
+        self.assertEqual((code, err), (0, ""))
+        self.assertNotIn("[", out)
+
+    def test_copy_again_adds_nothing_and_resumes(self):
+        code, out, err = self.copy(self.file, self.mongo)
+        self.assertEqual(code, 0, err)
+        # More in the source meanwhile, as after an interrupted copy.
+        lua(self.file.opts, """
+local g = assert(store:type("game", "player"))
+assert(g:reserve({ tenant = "eu", namespace = "name", key = "late" }, { tenant = "eu", id = "x" }, "a", 3600000))""")
+        code, out, err = self.copy(self.file, self.mongo)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "copy: 2 types, 44 reservations: 1 added, 43 same, 0 differ "
+                              "(not overwritten), 0 skipped (not format-1)\n")
+
+    def test_copy_never_overwrites_another_reservation(self):
+        lua(self.mongo.opts, """
+local t = assert(store:type("shop", "user"))
+assert(t:confirm({ namespace = "email", key = "ann@example.com" }, { tenant = "t9", id = "other" }, 1))""")
+        code, out, err = self.copy(self.file, self.mongo)
+        self.assertEqual(code, 3, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "differs: shop/user /email/ann@example.com")
+        self.assertEqual(lines[-1], "copy: 2 types, 43 reservations: 42 added, 0 same, 1 differ "
+                                    "(not overwritten), 0 skipped (not format-1)")
+        [r] = [json.loads(l) for l in run(*(self.mongo.args + ["--json", "get", "shop/user",
+                                                              "/email/ann@example.com"]))[1].splitlines()]
+        self.assertEqual(r["owner"], {"tenant": "t9", "id": "other"})
+
+
 class Usage(unittest.TestCase):
     """Bad arguments: a usage line on stderr, nothing on stdout, exit 2."""
 
@@ -343,6 +457,12 @@ class Usage(unittest.TestCase):
         self.assertUsage(*p, "ls")
         self.assertUsage(*p, "types", "a/b")
         self.assertUsage(*p, "check", "a/b", "c/d")
+        self.assertUsage(*p, "stats", "a/b")
+        self.assertUsage(*p, "stats", "--prometheus=1")
+        self.assertUsage("copy", "--from", self.dir)
+        self.assertUsage("copy", "--to", self.dir)
+        self.assertUsage(*p, "copy", "--from", self.dir, "--to", self.dir + "2")
+        self.assertUsage("copy", "--from", self.dir, "--to", self.dir, "--to-database", "x")
         err = self.assertUsage(*p, "release", "a/b", "/n/k")
         self.assertIn("release TYPE KEY OWNER", err)
 
@@ -357,6 +477,8 @@ class Usage(unittest.TestCase):
         self.assertIn("ls", commands)
         self.assertIn("check", commands)
         self.assertIn("types", commands)
+        self.assertIn("copy", commands)
+        self.assertIn("stats", commands)
         for name in commands:
             for args in ([name, "--help"], ["--help", name], [name, "-h"]):
                 code, out, err = run(*args)
