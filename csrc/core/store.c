@@ -216,20 +216,53 @@ static void teardown(resv_store_t *store) {
  * off mid-teardown or outlives the code it runs. */
 static pthread_mutex_t reapers_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reapers_cond = PTHREAD_COND_INITIALIZER;
-static int reapers;                  /* running, guarded by reapers_mutex */
 static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
+
+/* A reaper's thread is joined, never detached: a thread is gone only once
+ * its exit (the thread-local destructors of the TLS library the driver
+ * uses, among others) has run, and exit() must not run the libraries'
+ * own destructors under it (make bench's process crashed so at exit, once
+ * in a few runs). Finished reapers are joined at the next close and at
+ * exit. Guarded by reapers_mutex. */
+typedef struct reaper {
+  pthread_t thread;
+  resv_store_t *store;
+  bool done;
+  struct reaper *next;
+} reaper_t;
+static reaper_t *reaper_list;
+static int reapers; /* running */
+
+/* Joins the reapers that are done (their threads have at most their exit
+ * path left). Called with reapers_mutex held. */
+static void join_done_reapers_locked(void) {
+  reaper_t **link = &reaper_list;
+  while (*link) {
+    reaper_t *r = *link;
+    if (r->done) {
+      pthread_join(r->thread, NULL);
+      *link = r->next;
+      free(r);
+    } else {
+      link = &r->next;
+    }
+  }
+}
 
 static void wait_for_reapers(void) {
   pthread_mutex_lock(&reapers_mutex);
   while (reapers > 0) pthread_cond_wait(&reapers_cond, &reapers_mutex);
+  join_done_reapers_locked();
   pthread_mutex_unlock(&reapers_mutex);
 }
 
-/* fork() copies the count but not the threads: the child has none. */
+/* fork() copies the count and the list but not the threads: the child has
+ * none (the parent's records are left, never freed, in the child). */
 static void reapers_lock(void) { pthread_mutex_lock(&reapers_mutex); }
 static void reapers_unlock(void) { pthread_mutex_unlock(&reapers_mutex); }
 static void reapers_after_fork_child(void) {
   reapers = 0;
+  reaper_list = NULL;
   pthread_mutex_unlock(&reapers_mutex);
 }
 
@@ -239,8 +272,10 @@ static void install_reapers(void) {
 }
 
 static void *reap(void *arg) {
-  teardown(arg);
+  reaper_t *r = arg;
+  teardown(r->store);
   pthread_mutex_lock(&reapers_mutex);
+  r->done = true;
   if (--reapers == 0) pthread_cond_broadcast(&reapers_cond);
   pthread_mutex_unlock(&reapers_mutex);
   return NULL;
@@ -276,16 +311,24 @@ void resv_store_close(resv_store_t *store) {
     return;
   }
   pthread_once(&reapers_once, install_reapers);
+  reaper_t *r = calloc(1, sizeof *r);
+  if (!r) {
+    teardown(store); /* no memory for a reaper: do it here, waiting */
+    return;
+  }
+  r->store = store;
   pthread_mutex_lock(&reapers_mutex);
+  join_done_reapers_locked();
+  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
+    pthread_mutex_unlock(&reapers_mutex);
+    free(r);
+    teardown(store); /* no thread to be had: do it here, waiting */
+    return;
+  }
   reapers++;
+  r->next = reaper_list;
+  reaper_list = r;
   pthread_mutex_unlock(&reapers_mutex);
-  pthread_attr_t attr;
-  pthread_t thread;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&thread, &attr, reap, store);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) reap(store); /* no thread to be had: do it here, waiting */
 }
 
 void resv_store_set_time(resv_store_t *store, int64_t ms) {
