@@ -474,6 +474,35 @@ static bool check_open(resv_store_t *store, resv_error_t *err) {
   return true;
 }
 
+/* Runs a tool's call (a list of types, a scan, a put) to its end: on the
+ * caller's thread for an inline store, else on a dispatcher thread with
+ * that thread's connection (a MongoDB client of its own could wait for
+ * ever on a pool whose clients the workers hold), waiting whatever the
+ * deadline (the work writes into the caller's call; its reads carry
+ * maxTimeMS, and a job still queued at the deadline ends without running).
+ * work sets *ok and fills job->error. Returns *ok; on failure err says
+ * why. */
+static bool run_to_the_end(resv_store_t *store, resv_type_t *type, resv__work_fn work,
+                           void *call, const bool *ok, int64_t deadline, const char *what,
+                           resv_error_t *err) {
+  resv_job_t *job = resv__job_new(type, NULL, work, NULL, deadline, err);
+  if (!job) return false;
+  job->user = call;
+  if (!store->pool) {
+    atomic_fetch_add(&store->active, 1);
+    if (check_open(store, &job->error)) work(job);
+    atomic_fetch_sub(&store->active, 1);
+  } else if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error)) {
+    resv_job_wait(job, -1);
+  }
+  if (!*ok) {
+    if (err) *err = job->error;
+    if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the %s did not run", what);
+  }
+  resv__job_unref(job);
+  return *ok;
+}
+
 /* A list of types' arguments and result, for a dispatcher thread. */
 typedef struct types_call {
   resv_store_t *store;
@@ -502,23 +531,7 @@ bool resv_store_types(resv_store_t *store, resv_type_names_t *names, resv_error_
                       store->ops->name);
   int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms);
   types_call_t c = {store, names, false};
-  if (!store->pool) {
-    atomic_fetch_add(&store->active, 1);
-    c.ok = check_open(store, err) && store->ops->list_types(store->backend, deadline, names, err);
-    atomic_fetch_sub(&store->active, 1);
-  } else {
-    resv_job_t *job = resv__job_new(NULL, NULL, types_job, NULL, deadline, err);
-    if (!job) return false;
-    job->user = &c;
-    /* The worker writes into names and c: wait for it to end. */
-    if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error))
-      resv_job_wait(job, -1);
-    if (!c.ok) {
-      if (err) *err = job->error;
-      if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the list did not run");
-    }
-    resv__job_unref(job);
-  }
+  run_to_the_end(store, NULL, types_job, &c, &c.ok, deadline, "list", err);
   if (!c.ok) {
     resv_type_names_clear(names);
     return false;
@@ -577,25 +590,7 @@ bool resv_type_put(resv_type_t *type, const resv_scan_entry_t *entry, int32_t *o
   if (!validate_entry(store, entry, err)) return false;
   int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms);
   put_call_t c = {entry, outcome, false};
-  if (!store->pool) {
-    atomic_fetch_add(&store->active, 1);
-    c.ok = check_open(store, err) &&
-           store->ops->put(store->backend, type, entry, deadline, outcome, err);
-    atomic_fetch_sub(&store->active, 1);
-    return c.ok;
-  }
-  resv_job_t *job = resv__job_new(type, NULL, put_job, NULL, deadline, err);
-  if (!job) return false;
-  job->user = &c;
-  /* The worker reads entry and writes c: wait for it to end. */
-  if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error))
-    resv_job_wait(job, -1);
-  if (!c.ok) {
-    if (err) *err = job->error;
-    if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the put did not run");
-  }
-  resv__job_unref(job);
-  return c.ok;
+  return run_to_the_end(store, type, put_job, &c, &c.ok, deadline, "put", err);
 }
 
 /* ---- scans (SPEC section 13; the pages are filled by scan.c) ------- */
@@ -612,9 +607,7 @@ typedef struct scan_call {
   bool ok;
 } scan_call_t;
 
-/* A worker's part of a scan job: the backend's scan with this thread's
- * connection (a MongoDB client of its own could wait for ever on a pool
- * whose clients the workers hold). */
+/* The backend's scan (on a dispatcher thread, or inline). */
 static void scan_job(resv_job_t *job) {
   resv_store_t *store = job->type->store;
   scan_call_t *c = job->user;
@@ -635,27 +628,7 @@ bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
   resv_str_t from = {after_len ? after : "", after_len};
   int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), store->timeout_ms);
   scan_call_t c = {&from, limit, resv_store_now(store), scan, false};
-  if (!store->pool) {
-    atomic_fetch_add(&store->active, 1);
-    c.ok = check_open(store, err) &&
-           store->ops->scan(store->backend, type, &from, limit, c.now, deadline, scan, err);
-    atomic_fetch_sub(&store->active, 1);
-  } else {
-    resv_job_t *job = resv__job_new(type, NULL, scan_job, NULL, deadline, err);
-    if (!job) return false;
-    job->user = &c;
-    if (check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error)) {
-      /* The worker writes into scan and c: wait for it to end, whatever
-       * the deadline (its reads carry maxTimeMS; a job still queued at
-       * the deadline ends without running). */
-      resv_job_wait(job, -1);
-    }
-    if (!c.ok) {
-      if (err) *err = job->error;
-      if (job->error.code == RESV_OK) resv__fail(err, RESV_ECLOSED, "the scan did not run");
-    }
-    resv__job_unref(job);
-  }
+  run_to_the_end(store, type, scan_job, &c, &c.ok, deadline, "scan", err);
   if (!c.ok) resv_scan_clear(scan);
   return c.ok;
 }
