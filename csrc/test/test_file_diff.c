@@ -1,13 +1,13 @@
 /* test_file_diff.c: the file store answers as the memory store does.
  *
- * The same random sequences as test_mongo_diff.c (a few keys in two
+ * The differential test of diff.c on a file store (a few keys in two
  * tenants, owners sharing an id across tenants, attempts, versions, ttls
  * at the edges, clock jumps onto and around expiry instants), run through
  * a memory store and a file store side by side with the same clock: every
  * answer must be the same, status, state, owner, expires_at, version and
  * holds as a set. One key ("$cat" of tenant t1) is 600 bytes long, so the file store's hashed
  * keys (longer than LMDB's 511) are compared too. Both stores reclaim
- * what expired DIFF_GRACE ago, each at its own pace, and sweep now and
+ * what expired TEST_DIFF_GRACE ago, each at its own pace, and sweep now and
  * then: past the grace, expired and absent mean the same (SPEC section
  * 5), so such a reservation is released from both before a call on its
  * key (test_forget_reclaimable).
@@ -16,219 +16,45 @@
  * sync = process;
  * one seed runs again on sync = disk. RESV_TEST_SEED=<seed>
  * RESV_TEST_STEPS=<n> replays one sequence. */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests.h"
 
-static const uint64_t seeds[] = {1, 2, 3, 20240611};
-#define STEPS 2500
-/* Both stores' sweep_grace_ms: the memory and file stores reclaim what
- * expired that long ago on their own, MongoDB on a sweep (one call in
- * twenty here); test_forget_reclaimable makes them compare alike. */
-#define DIFF_GRACE 3000
-#define SLOW_STEPS 300
-
-static uint64_t next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-static size_t pick(uint64_t *s, size_t n) { return (size_t)(next(s) % n); }
-
-static const char *const key_tenants[] = {"", "t1"};
-static const char *key_names[] = {"ann", "$cat", NULL}; /* a long one at [2] */
-static const char *const namespaces[] = {"email", "slug"};
-static const char *const owner_tenants[] = {"", "t1", ""};
-static const char *const owner_ids[] = {"u0", "u0", "u1"};
-static const char *const attempts[] = {"a0", "a1", "a2", "$a3"};
-static const int64_t ttls[] = {1, 2, 10, 100, 1000};
-static const int64_t jumps[] = {0, 1, 2, 9, 10, 11, 99, 100, 101, 999, 1000, 1001};
-
-static const char *op_name(int32_t op) {
-  switch (op) {
-  case RESV_OP_RESERVE: return "reserve";
-  case RESV_OP_CONFIRM: return "confirm";
-  case RESV_OP_ABANDON: return "abandon";
-  case RESV_OP_RELEASE: return "release";
-  case RESV_OP_GET: return "get";
-  case RESV_OP_SWEEP: return "sweep";
-  default: return "?";
-  }
-}
-
-static void random_request(uint64_t *s, resv_request_t *r) {
-  /* Reserve and abandon often, confirm rarely: a confirmed key only
-   * leaves by release, and a run stuck in confirmed keys tests little. */
-  static const int32_t ops[] = {
-      RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE,
-      RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE,
-      RESV_OP_CONFIRM, RESV_OP_ABANDON, RESV_OP_ABANDON, RESV_OP_ABANDON,
-      RESV_OP_ABANDON, RESV_OP_ABANDON, RESV_OP_RELEASE, RESV_OP_RELEASE,
-      RESV_OP_RELEASE, RESV_OP_GET, RESV_OP_GET, RESV_OP_SWEEP};
-  size_t owner = pick(s, 3);
-  memset(r, 0, sizeof *r);
-  r->op = ops[pick(s, sizeof ops / sizeof ops[0])];
-  r->key.tenant = resv_cstr(key_tenants[pick(s, 2)]);
-  r->key.ns = resv_cstr(namespaces[pick(s, 8) == 0 ? 1 : 0]);
-  r->key.key = resv_cstr(key_names[pick(s, 2)]);
-  /* The same draws as test_mongo_diff.c; one of its keys is long here. */
-  if (r->key.tenant.len && r->key.key.ptr == key_names[1])
-    r->key.key = resv_cstr(key_names[2]);
-  r->owner.tenant = resv_cstr(owner_tenants[owner]);
-  r->owner.id = resv_cstr(owner_ids[owner]);
-  r->attempt = resv_cstr(attempts[pick(s, 4)]);
-  r->ttl_ms = ttls[pick(s, sizeof ttls / sizeof ttls[0])];
-  r->version = (int64_t)pick(s, 6);
-}
-
-static bool same_str(resv_str_t a, resv_str_t b) {
-  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
-static bool holds_subset(const resv_answer_t *a, const resv_answer_t *b) {
-  for (size_t i = 0; i < a->nholds; i++) {
-    bool found = false;
-    for (size_t j = 0; j < b->nholds && !found; j++)
-      found = same_str(a->holds[i], b->holds[j]);
-    if (!found)
-      return false;
-  }
-  return true;
-}
-
-static bool same_answer(const resv_answer_t *a, const resv_answer_t *b) {
-  return a->status == b->status && a->state == b->state &&
-         a->expires_at == b->expires_at && a->version == b->version &&
-         same_str(a->owner_tenant, b->owner_tenant) &&
-         same_str(a->owner_id, b->owner_id) && a->nholds == b->nholds &&
-         holds_subset(a, b) && holds_subset(b, a);
-}
-
-static void describe(char *buf, size_t size, bool ok, const resv_answer_t *a,
-                     const resv_error_t *err) {
-  int n;
-  if (!ok) {
-    snprintf(buf, size, "error %s: %s", resv_code_name(err->code), err->message);
-    return;
-  }
-  n = snprintf(buf, size, "%s state=%s owner=%.*s/%.*s expires_at=%" PRId64
-               " version=%" PRId64 " holds=[",
-               resv_status_name(a->status), resv_state_name(a->state),
-               (int)a->owner_tenant.len, a->owner_tenant.ptr ? a->owner_tenant.ptr : "",
-               (int)a->owner_id.len, a->owner_id.ptr ? a->owner_id.ptr : "",
-               a->expires_at, a->version);
-  for (size_t i = 0; i < a->nholds && n > 0 && (size_t)n < size; i++)
-    n += snprintf(buf + n, size - (size_t)n, "%s%.*s", i ? "," : "",
-                  (int)a->holds[i].len, a->holds[i].ptr);
-  if (n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, "]");
-}
-
 static void run_sequence(uint64_t seed, int steps, int32_t sync, int32_t max_holds) {
-  int full = 0;
   static char long_key[601];
   memset(long_key, 'L', 600);
-  key_names[2] = long_key;
   char dir[256];
   test_temp_dir(dir, sizeof dir);
-  resv_options_t mo = {.max_holds = max_holds, .sweep_grace_ms = DIFF_GRACE};
+  resv_options_t mo = {.max_holds = max_holds, .sweep_grace_ms = TEST_DIFF_GRACE};
   resv_store_t *memory = resv_store_open(&mo, NULL);
   ck_assert_ptr_nonnull(memory);
   resv_options_t o = {.path = dir, .sync = sync, .threads = 2, .max_holds = max_holds,
-                      .sweep_grace_ms = DIFF_GRACE};
+                      .sweep_grace_ms = TEST_DIFF_GRACE};
   resv_error_t err;
   resv_store_t *file = resv_store_open(&o, &err);
   ck_assert_msg(file != NULL, "open: %s", err.message);
-  resv_type_t *tm = test_fresh_type(memory, "diff");
-  resv_type_t *tf = test_fresh_type(file, "diff");
-  resv_answer_t am = {0}, af = {0};
-  uint64_t s = seed;
-  int64_t now = 1700000000000LL;
-  int64_t last_expiry = 0, max_now = now;
-  int counts[6] = {0};
-
-  for (int step = 0; step < steps; step++) {
-    resv_request_t r;
-    resv_error_t em = {0}, ef = {0};
-    size_t roll = pick(&s, 100);
-
-    if (roll < 25)
-      now += jumps[pick(&s, sizeof jumps / sizeof jumps[0])];
-    else if (roll < 27)
-      now -= jumps[pick(&s, sizeof jumps / sizeof jumps[0])];
-    else if (roll < 40 && last_expiry)
-      now = last_expiry + (int64_t)pick(&s, 3) - 1; /* onto an expiry edge */
-    resv_store_set_time(memory, now);
-    resv_store_set_time(file, now);
-    random_request(&s, &r);
-    if (now > max_now) max_now = now;
-    if (r.op != RESV_OP_SWEEP) {
-      test_forget_reclaimable(tm, &r.key, max_now - DIFF_GRACE);
-      test_forget_reclaimable(tf, &r.key, max_now - DIFF_GRACE);
-    }
-
-    bool okm = resv_call(tm, &r, &am, &em);
-    bool okf = resv_call(tf, &r, &af, &ef);
-    bool same = okm == okf && (okm ? same_answer(&am, &af) : em.code == ef.code);
-    if (!same) {
-      char dm[700], df[700];
-      describe(dm, sizeof dm, okm, &am, &em);
-      describe(df, sizeof df, okf, &af, &ef);
-      ck_abort_msg("divergence at seed %" PRIu64 " step %d (now %" PRId64
-                   "): %s key %s/%s/%.20s owner %s/%s attempt %s ttl %" PRId64
-                   " version %" PRId64 ":\n  memory: %s\n  file:   %s\n"
-                   "replay: RESV_TEST_SEED=%" PRIu64 " RESV_TEST_STEPS=%d",
-                   seed, step, now, op_name(r.op), r.key.tenant.ptr, r.key.ns.ptr,
-                   r.key.key.ptr, r.owner.tenant.ptr, r.owner.id.ptr,
-                   r.attempt.ptr, r.ttl_ms, r.version, dm, df, seed, step + 1);
-    }
-    if (!okm && strstr(em.message, "(max_holds)"))
-      full++;
-    if (okm && am.status >= 0 && am.status < 6)
-      counts[am.status]++;
-    if (okm && am.state == RESV_STATE_PENDING)
-      last_expiry = am.expires_at;
-  }
-  ck_assert_msg(steps < 1000 || (counts[RESV_RESERVED] > 0 &&
-                                counts[RESV_CONFIRMED] > 0 &&
-                                counts[RESV_CONFLICT] > 0 && counts[RESV_KEPT] > 0 &&
-                                counts[RESV_ABANDONED] > 0),
-                "seed %" PRIu64 ": a dull sequence", seed);
-  ck_assert_msg(steps < 1000 || !max_holds || full > 0,
-                "seed %" PRIu64 ": max_holds %d was never reached", seed, (int)max_holds);
-  resv_answer_clear(&am);
-  resv_answer_clear(&af);
+  test_diff_run(memory, file, "file", seed, steps, max_holds, long_key);
   resv_store_close(file);
   resv_store_close(memory);
   test_remove_dir(dir);
 }
 
-static int steps_to_run(void) {
-  const char *steps_env = getenv("RESV_TEST_STEPS");
-  if (steps_env) return atoi(steps_env);
-  return getenv("RESV_TEST_SLOW") ? SLOW_STEPS : STEPS;
-}
-
 START_TEST(file_store_answers_as_the_memory_store) {
   const char *seed_env = getenv("RESV_TEST_SEED");
   if (seed_env) {
-    if (_i == 0) run_sequence(strtoull(seed_env, NULL, 10), steps_to_run(), RESV_SYNC_PROCESS, 0);
+    if (_i == 0) run_sequence(strtoull(seed_env, NULL, 10), test_diff_steps(), RESV_SYNC_PROCESS, 0);
     return;
   }
   /* The odd ones with max_holds = 2, below the four attempts, so that full
    * reservations (a new attempt refused) are compared too. */
-  run_sequence(seeds[_i], steps_to_run(), RESV_SYNC_PROCESS, _i % 2 ? 2 : 0);
+  run_sequence(test_diff_seeds[_i], test_diff_steps(), RESV_SYNC_PROCESS, _i % 2 ? 2 : 0);
 }
 END_TEST
 
 START_TEST(file_store_with_disk_sync_answers_as_the_memory_store) {
-  int steps = steps_to_run();
-  run_sequence(seeds[0], steps < 500 ? steps : 500, RESV_SYNC_DISK, 0);
+  int steps = test_diff_steps();
+  run_sequence(test_diff_seeds[0], steps < 500 ? steps : 500, RESV_SYNC_DISK, 0);
 }
 END_TEST
 
@@ -236,7 +62,7 @@ Suite *file_diff_suite(void) {
   Suite *s = suite_create("file_diff");
   TCase *tc = tcase_create("differential");
   tcase_add_loop_test(tc, file_store_answers_as_the_memory_store, 0,
-                      (int)(sizeof seeds / sizeof seeds[0]));
+                      (int)(TEST_DIFF_SEEDS));
   tcase_add_test(tc, file_store_with_disk_sync_answers_as_the_memory_store);
   tcase_set_timeout(tc, 600);
   suite_add_tcase(s, tc);

@@ -1,135 +1,18 @@
 /* test_mongo_diff.c: the MongoDB store answers as the memory store does.
  *
- * The memory store is the reference model (SPEC section 6). Each seed
- * drives a random sequence of calls (a few keys in two tenants, owners
- * that share an id across tenants, attempts, versions, ttls at the edges
- * and clock jumps onto and around expiry instants, now and then back)
- * through a memory store and a MongoDB store side by side, with the same
- * clock; every answer must be the same: status, state, owner, expires_at,
- * version, and holds as a set. A divergence names the seed and the step,
- * and RESV_TEST_SEED=<seed> RESV_TEST_STEPS=<n> replays one sequence.
- * Four seeds of 2,500 calls make 10,000 calls per run (fewer under
- * RESV_TEST_SLOW, i.e. valgrind). The odd seeds run with max_holds = 2,
- * below the four attempts, so a full reservation (a new attempt refused,
- * one already there still joining) is met often, on both stores. Both
- * have sweep_grace_ms DIFF_GRACE: the memory store reclaims on its own,
- * MongoDB on a sweep (one call in twenty); past the grace expired and
- * absent mean the same (SPEC section 5), so such a reservation is
- * released from both before a call on its key (test_forget_reclaimable). */
-#include <inttypes.h>
-#include <stdio.h>
+ * The differential test of diff.c on a MongoDB store: four seeds of 2,500
+ * calls make 10,000 calls per run (fewer under RESV_TEST_SLOW, i.e.
+ * valgrind). The odd seeds run with max_holds = 2, below the four
+ * attempts, so a full reservation (a new attempt refused, one already
+ * there still joining) is met often, on both stores. MongoDB reclaims on a
+ * sweep (one call in twenty). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "tests.h"
 
-
-static const uint64_t seeds[] = {1, 2, 3, 20240611};
-#define STEPS 2500
-/* Both stores' sweep_grace_ms: the memory and file stores reclaim what
- * expired that long ago on their own, MongoDB on a sweep (one call in
- * twenty here); test_forget_reclaimable makes them compare alike. */
-#define DIFF_GRACE 3000
-#define SLOW_STEPS 300
-
-static uint64_t next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-static size_t pick(uint64_t *s, size_t n) { return (size_t)(next(s) % n); }
-
-static const char *const key_tenants[] = {"", "t1"};
-static const char *const key_names[] = {"ann", "$cat"};
-static const char *const namespaces[] = {"email", "slug"};
-static const char *const owner_tenants[] = {"", "t1", ""};
-static const char *const owner_ids[] = {"u0", "u0", "u1"};
-static const char *const attempts[] = {"a0", "a1", "a2", "$a3"};
-static const int64_t ttls[] = {1, 2, 10, 100, 1000};
-static const int64_t jumps[] = {0, 1, 2, 9, 10, 11, 99, 100, 101, 999, 1000, 1001};
-
-static const char *op_name(int32_t op) {
-  switch (op) {
-  case RESV_OP_RESERVE: return "reserve";
-  case RESV_OP_CONFIRM: return "confirm";
-  case RESV_OP_ABANDON: return "abandon";
-  case RESV_OP_RELEASE: return "release";
-  case RESV_OP_GET: return "get";
-  case RESV_OP_SWEEP: return "sweep";
-  default: return "?";
-  }
-}
-
-static void random_request(uint64_t *s, resv_request_t *r) {
-  /* Reserve and abandon often, confirm rarely: a confirmed key only
-   * leaves by release, and a run stuck in confirmed keys tests little. */
-  static const int32_t ops[] = {
-      RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE,
-      RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE, RESV_OP_RESERVE,
-      RESV_OP_CONFIRM, RESV_OP_ABANDON, RESV_OP_ABANDON, RESV_OP_ABANDON,
-      RESV_OP_ABANDON, RESV_OP_ABANDON, RESV_OP_RELEASE, RESV_OP_RELEASE,
-      RESV_OP_RELEASE, RESV_OP_GET, RESV_OP_GET, RESV_OP_SWEEP};
-  size_t owner = pick(s, 3);
-  memset(r, 0, sizeof *r);
-  r->op = ops[pick(s, sizeof ops / sizeof ops[0])];
-  r->key.tenant = resv_cstr(key_tenants[pick(s, 2)]);
-  r->key.ns = resv_cstr(namespaces[pick(s, 8) == 0 ? 1 : 0]);
-  r->key.key = resv_cstr(key_names[pick(s, 2)]);
-  r->owner.tenant = resv_cstr(owner_tenants[owner]);
-  r->owner.id = resv_cstr(owner_ids[owner]);
-  r->attempt = resv_cstr(attempts[pick(s, 4)]);
-  r->ttl_ms = ttls[pick(s, sizeof ttls / sizeof ttls[0])];
-  r->version = (int64_t)pick(s, 6);
-}
-
-static bool same_str(resv_str_t a, resv_str_t b) {
-  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
-static bool holds_subset(const resv_answer_t *a, const resv_answer_t *b) {
-  for (size_t i = 0; i < a->nholds; i++) {
-    bool found = false;
-    for (size_t j = 0; j < b->nholds && !found; j++)
-      found = same_str(a->holds[i], b->holds[j]);
-    if (!found)
-      return false;
-  }
-  return true;
-}
-
-static bool same_answer(const resv_answer_t *a, const resv_answer_t *b) {
-  return a->status == b->status && a->state == b->state &&
-         a->expires_at == b->expires_at && a->version == b->version &&
-         same_str(a->owner_tenant, b->owner_tenant) &&
-         same_str(a->owner_id, b->owner_id) && a->nholds == b->nholds &&
-         holds_subset(a, b) && holds_subset(b, a);
-}
-
-static void describe(char *buf, size_t size, bool ok, const resv_answer_t *a,
-                     const resv_error_t *err) {
-  int n;
-  if (!ok) {
-    snprintf(buf, size, "error %s: %s", resv_code_name(err->code), err->message);
-    return;
-  }
-  n = snprintf(buf, size, "%s state=%s owner=%.*s/%.*s expires_at=%" PRId64
-               " version=%" PRId64 " holds=[",
-               resv_status_name(a->status), resv_state_name(a->state),
-               (int)a->owner_tenant.len, a->owner_tenant.ptr ? a->owner_tenant.ptr : "",
-               (int)a->owner_id.len, a->owner_id.ptr ? a->owner_id.ptr : "",
-               a->expires_at, a->version);
-  for (size_t i = 0; i < a->nholds && n > 0 && (size_t)n < size; i++)
-    n += snprintf(buf + n, size - (size_t)n, "%s%.*s", i ? "," : "",
-                  (int)a->holds[i].len, a->holds[i].ptr);
-  if (n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, "]");
-}
-
 static resv_store_t *open_with_max_holds(const char *uri, int32_t max_holds) {
   resv_options_t o = {.uri = uri, .threads = 4, .timeout_ms = 5000, .max_holds = max_holds,
-                      .sweep_grace_ms = DIFF_GRACE};
+                      .sweep_grace_ms = TEST_DIFF_GRACE};
   resv_error_t err;
   resv_store_t *s = resv_store_open(&o, &err);
   ck_assert_msg(s != NULL, "open: %s", err.message);
@@ -139,87 +22,19 @@ static resv_store_t *open_with_max_holds(const char *uri, int32_t max_holds) {
 static void run_sequence(uint64_t seed, int steps, int32_t max_holds) {
   resv_store_t *memory = open_with_max_holds(NULL, max_holds);
   resv_store_t *mongo = open_with_max_holds(test_mongo_uri(), max_holds);
-  int full = 0; /* new attempts refused by max_holds */
-  resv_type_t *tm = test_fresh_type(memory, "diff");
-  resv_type_t *tg = test_fresh_type(mongo, "diff");
-  resv_answer_t am = {0}, ag = {0};
-  uint64_t s = seed;
-  int64_t now = 1700000000000LL;
-  int64_t last_expiry = 0, max_now = now;
-  int counts[6] = {0};
-
-  for (int step = 0; step < steps; step++) {
-    resv_request_t r;
-    resv_error_t em = {0}, eg = {0};
-    size_t roll = pick(&s, 100);
-
-    if (roll < 25)
-      now += jumps[pick(&s, sizeof jumps / sizeof jumps[0])];
-    else if (roll < 27)
-      now -= jumps[pick(&s, sizeof jumps / sizeof jumps[0])];
-    else if (roll < 40 && last_expiry)
-      now = last_expiry + (int64_t)pick(&s, 3) - 1; /* onto an expiry edge */
-    resv_store_set_time(memory, now);
-    resv_store_set_time(mongo, now);
-    random_request(&s, &r);
-    if (now > max_now) max_now = now;
-    if (r.op != RESV_OP_SWEEP) {
-      test_forget_reclaimable(tm, &r.key, max_now - DIFF_GRACE);
-      test_forget_reclaimable(tg, &r.key, max_now - DIFF_GRACE);
-    }
-
-    bool okm = resv_call(tm, &r, &am, &em);
-    bool okg = resv_call(tg, &r, &ag, &eg);
-    bool same = okm == okg && (okm ? same_answer(&am, &ag) : em.code == eg.code);
-    if (!same) {
-      char dm[700], dg[700];
-      describe(dm, sizeof dm, okm, &am, &em);
-      describe(dg, sizeof dg, okg, &ag, &eg);
-      ck_abort_msg("divergence at seed %" PRIu64 " step %d (now %" PRId64
-                   "): %s key %s/%s/%s owner %s/%s attempt %s ttl %" PRId64
-                   " version %" PRId64 ":\n  memory:  %s\n  mongodb: %s\n"
-                   "replay: RESV_TEST_SEED=%" PRIu64 " RESV_TEST_STEPS=%d",
-                   seed, step, now, op_name(r.op), r.key.tenant.ptr, r.key.ns.ptr,
-                   r.key.key.ptr, r.owner.tenant.ptr, r.owner.id.ptr,
-                   r.attempt.ptr, r.ttl_ms, r.version, dm, dg, seed, step + 1);
-    }
-    if (okm && am.status >= 0 && am.status < 6)
-      counts[am.status]++;
-    if (!okm && strstr(em.message, "(max_holds)"))
-      full++;
-    if (okm && am.state == RESV_STATE_PENDING)
-      last_expiry = am.expires_at;
-  }
-  /* The sequence must have met the interesting answers, not only absent
-   * (a full run of STEPS does; the SLOW_STEPS of a valgrind run may not). */
-  ck_assert_msg(steps < 1000 || (counts[RESV_RESERVED] > 0 &&
-                                counts[RESV_CONFIRMED] > 0 &&
-                                counts[RESV_CONFLICT] > 0 && counts[RESV_KEPT] > 0 &&
-                                counts[RESV_ABANDONED] > 0),
-                "seed %" PRIu64 ": a dull sequence (reserved %d confirmed %d "
-                "conflict %d kept %d abandoned %d)",
-                seed, counts[RESV_RESERVED], counts[RESV_CONFIRMED],
-                counts[RESV_CONFLICT], counts[RESV_KEPT], counts[RESV_ABANDONED]);
-  ck_assert_msg(steps < 1000 || !max_holds || full > 0,
-                "seed %" PRIu64 ": max_holds %d was never reached", seed, (int)max_holds);
-  resv_answer_clear(&am);
-  resv_answer_clear(&ag);
+  test_diff_run(memory, mongo, "mongodb", seed, steps, max_holds, NULL);
   resv_store_close(mongo);
   resv_store_close(memory);
 }
 
 START_TEST(test_mongodb_answers_as_the_memory_store) {
   const char *seed_env = getenv("RESV_TEST_SEED");
-  const char *steps_env = getenv("RESV_TEST_STEPS");
-  int steps = getenv("RESV_TEST_SLOW") ? SLOW_STEPS : STEPS;
-  if (steps_env)
-    steps = atoi(steps_env);
   if (seed_env) {
     if (_i == 0)
-      run_sequence(strtoull(seed_env, NULL, 10), steps, 0);
+      run_sequence(strtoull(seed_env, NULL, 10), test_diff_steps(), 0);
     return;
   }
-  run_sequence(seeds[_i], steps, _i % 2 ? 2 : 0);
+  run_sequence(test_diff_seeds[_i], test_diff_steps(), _i % 2 ? 2 : 0);
 }
 END_TEST
 
@@ -227,7 +42,7 @@ Suite *mongo_diff_suite(void) {
   Suite *s = suite_create("mongo_diff");
   TCase *tc = tcase_create("differential");
   tcase_add_loop_test(tc, test_mongodb_answers_as_the_memory_store, 0,
-                      (int)(sizeof seeds / sizeof seeds[0]));
+                      (int)(TEST_DIFF_SEEDS));
   tcase_set_timeout(tc, 600);
   suite_add_tcase(s, tc);
   return s;

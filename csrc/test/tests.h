@@ -20,6 +20,18 @@ Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(voi
 Suite *mongo_replset_suite(void), *failover_suite(void), *deploy_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
+
+/* The differential test (diff.c): seed's sequence of steps random calls on
+ * memory and other side by side, every answer compared (other_name names
+ * other in a divergence). long_key (or NULL) stands in for one key. Both
+ * stores must reclaim after TEST_DIFF_GRACE ms. */
+#define TEST_DIFF_GRACE 3000
+#define TEST_DIFF_SEEDS 4
+extern const uint64_t test_diff_seeds[TEST_DIFF_SEEDS];
+/* RESV_TEST_STEPS, else 2,500 (300 under RESV_TEST_SLOW). */
+int test_diff_steps(void);
+void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_name,
+                   uint64_t seed, int steps, int32_t max_holds, const char *long_key);
 Suite *sweep_suite(void), *stats_suite(void), *scan_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
