@@ -130,8 +130,11 @@ int main(int argc, char **argv) {
   mongoc_collection_t *coll =
       mongoc_client_get_collection(client, "bench_cpu", resv_type_collection(type));
   /* resv__mongo_run needs the backend only for errors and reads. */
+  /* The fields resv__mongo_run reads, as resv__mongo_open sets them. */
   resv__mongo_t backend = {.primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY),
-                           .database = (char *)"bench_cpu"};
+                           .database = (char *)"bench_cpu",
+                           .conforms = resv__mongo_conforms_new(),
+                           .max_holds = RESV__DEFAULT_MAX_HOLDS};
 
   int rounds = RUNNING_ON_VALGRIND ? 1 : ROUNDS;
   double bare[ROUNDS], core[ROUNDS], call[ROUNDS], r_core[ROUNDS], r_call[ROUNDS];
@@ -179,6 +182,7 @@ int main(int argc, char **argv) {
 
   resv_answer_clear(&answer);
   mongoc_read_prefs_destroy(backend.primary);
+  bson_destroy(backend.conforms);
   mongoc_collection_destroy(coll);
   mongoc_client_pool_push(pool, client);
   mongoc_client_pool_destroy(pool);

@@ -220,10 +220,11 @@ static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
 
 /* A reaper's thread is joined, never detached: a thread is gone only once
  * its exit (the thread-local destructors of the TLS library the driver
- * uses, among others) has run, and exit() must not run the libraries'
- * own destructors under it (make bench's process crashed so at exit, once
- * in a few runs). Finished reapers are joined at the next close and at
- * exit. Guarded by reapers_mutex. */
+ * uses, among others) has run, and exit() or the unloading of libresv
+ * must not pull the code or the libraries' state from under it (LuaJIT
+ * scripts that exited with a MongoDB store open crashed about once in a
+ * dozen runs). Finished reapers are joined at the next close and at exit.
+ * Guarded by reapers_mutex. */
 typedef struct reaper {
   pthread_t thread;
   resv_store_t *store;
