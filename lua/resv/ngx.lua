@@ -294,6 +294,15 @@ end
 ---------------------------------------------------------------------------
 -- thread
 
+-- The thread pool cannot be used (no `thread_pool resv`): from now on the
+-- calls wait by the watcher; said once, with how to mend it.
+local function pool_broken(err)
+  thread_broken = tostring(err)
+  ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
+          "); waiting by the watcher from now on. Add `thread_pool ",
+          THREAD_POOL, " threads=4;` to nginx.conf's main context.")
+end
+
 -- The jobs pool threads wait on, for waiting(): weak, so a job whose
 -- request is gone leaves once collected.
 local threaded = setmetatable({}, { __mode = "k" })
@@ -329,10 +338,7 @@ local function wait_thread(job)
       resv_job_unref(job)
       threaded[job] = nil
       kept[job] = nil
-      thread_broken = tostring(err)
-      ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
-              "); waiting by the watcher from now on. Add `thread_pool ",
-              THREAD_POOL, " threads=32;` to nginx.conf's main context.")
+      pool_broken(err)
       return wait_watcher(job)
     end
   end
@@ -379,16 +385,25 @@ function _M.inbox_wait(address, timeout_ms)
   return resv_inbox_wait(ffi_cast(inbox_ptr, address), timeout_ms)
 end
 
+-- Takes the call of job address off the waiters; its semaphore, or nil
+-- when it was not waiting (any more).
+local function unwait(address)
+  local sema = inbox_waiters[address]
+  if sema ~= nil then
+    inbox_waiters[address] = nil
+    ninbox = ninbox - 1
+  end
+  return sema
+end
+
 -- Wakes the request of every finished call in the inbox.
 local function drain_inbox()
   repeat
     local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
     for i = 0, n - 1 do
       local address = job_address(drained[i])
-      local sema = inbox_waiters[address]
+      local sema = unwait(address)
       if sema ~= nil then
-        inbox_waiters[address] = nil
-        ninbox = ninbox - 1
         sema:post(1)
       end
     end
@@ -412,10 +427,7 @@ local function lead(ms)
                                         job_address(inbox), ms)
   lease_until = nil
   if not ok then
-    thread_broken = tostring(err)
-    ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
-            "); waiting by the watcher from now on. Add `thread_pool ",
-            THREAD_POOL, " threads=32;` to nginx.conf's main context.")
+    pool_broken(err)
   end
   drain_inbox()
   return ok
@@ -438,10 +450,7 @@ local function wait_inbox(job)
     if lease_until == nil or resv_clock_ms() > lease_until then
       if not lead(min(INBOX_SLICE_MS, left)) then
         -- The pool is not there: the watcher takes this call over.
-        if inbox_waiters[address] then
-          inbox_waiters[address] = nil
-          ninbox = ninbox - 1
-        end
+        unwait(address)
         kept[job] = nil
         return wait_watcher(job)
       end
@@ -449,10 +458,7 @@ local function wait_inbox(job)
       sema:wait(min(left, LEASE_MS) / 1000)
     end
   end
-  if inbox_waiters[address] then
-    inbox_waiters[address] = nil
-    ninbox = ninbox - 1
-  end
+  unwait(address)
   -- Hand the lead on: wake one call still waiting, which finds no leader.
   if lease_until == nil then
     local _, other = next(inbox_waiters)
