@@ -7,7 +7,8 @@
  * work and copies its answer out; no lock is held across anything slow and
  * calls on different keys rarely meet. An entry is one allocation holding
  * its key, owner and holds, so a new key costs one malloc (there were four:
- * entry, owner, holds array, each hold's bytes).
+ * entry, owner, holds array, each hold's bytes), and is compact: 106.7
+ * bytes a live reservation with its bucket (csrc/test/test_memory.c).
  *
  * The rules are SPEC section 5 read as the MongoDB store executes them, so
  * both give the same answers for the same calls and clock: a reserve or a
@@ -24,7 +25,10 @@
  * proportional to the store's size. Each call adds at most one entry and
  * the load factor is at most one, so a stripe's walk comes round within
  * nbuckets / RECLAIM_BUCKETS calls to it, and the dead entries it carries
- * are bounded by the entries made in one round. A stripe that emptied
+ * are bounded by the entries made in one round. While no pending entry of
+ * a stripe can be past the grace (a lower bound on their expiries, made
+ * anew by each round of the walk), the step is skipped: it touched an
+ * entry or two, a cache miss each, for nothing. A stripe that emptied
  * gives back buckets (halving at an eighth full). sweep (RESV_OP_SWEEP)
  * walks every stripe at once, for whoever wants the count. */
 #include "internal.h"
@@ -38,31 +42,40 @@
 /* Buckets a call visits for reclaiming; see the comment at the top. */
 #define RECLAIM_BUCKETS 2
 
-/* An entry is one allocation: the header, then its bytes in data_: the
- * key (tenant, namespace, key), the owner (tenant, id), then each hold as
- * a 4-byte length and its bytes. A new key costs one malloc; a join that
- * outgrows the entry reallocs it (and relinks it through its slot). */
+/* An entry is one allocation: a 32-byte header, then its fields in data_,
+ * each a length (a varint: 1 byte up to 127, at most 3 for max_string's
+ * 2^20) and its bytes: the key (tenant, namespace, key), the owner
+ * (tenant, id), then each hold. No slack: a join that outgrows the entry
+ * reallocs it (and relinks it through its slot). A reservation with a
+ * 20-byte key and a 10-byte owner id takes a 96-byte block; it was 160
+ * with a 80-byte header of fixed-width lengths and 24 bytes of slack. */
 typedef struct entry {
-  struct entry *next; /* bucket chain */
-  uint64_t hash;
-  int64_t expires_at; /* pending only */
-  int64_t version;    /* confirmed only */
-  bool confirmed;
-  uint32_t tenant_len, ns_len, key_len; /* the key, at data_ */
-  uint32_t owner_tenant_len, owner_id_len; /* the owner, after the key */
-  uint32_t nholds;    /* holds, after the owner */
-  size_t used;        /* bytes of data_ in use */
-  size_t cap;         /* bytes of data_ allocated */
-  char data_[];
+  struct entry *next;  /* bucket chain */
+  int64_t when;        /* pending: expires_at; confirmed: version */
+  uint32_t hash;       /* hash_key's */
+  uint32_t nholds : 31;
+  uint32_t confirmed : 1;
+  uint32_t used;       /* bytes of data_ in use */
+  uint32_t cap;        /* bytes of data_ allocated */
+  unsigned char data_[];
 } entry_t;
+
+_Static_assert(sizeof(entry_t) == 32, "an entry's header is 32 bytes");
 
 typedef struct stripe {
   pthread_mutex_t mutex;
   entry_t **buckets;
-  size_t nbuckets; /* a power of two */
+  size_t nbuckets;    /* a power of two */
   size_t count;
-  size_t bytes;    /* of its entries (header and data) and buckets */
-  size_t cursor;   /* the next bucket the reclaiming walk visits */
+  size_t bytes;       /* of its entries (header and data) and buckets */
+  size_t cursor;      /* the next bucket the reclaiming walk visits */
+  /* No pending entry of the stripe expires before min_expiry, so while
+   * now - grace is earlier nothing is reclaimable and the walk is skipped.
+   * round_min gathers the same bound for the walk's current round (its
+   * survivors and what was written since it began); it becomes min_expiry
+   * when the round comes back to bucket 0. */
+  int64_t min_expiry;
+  int64_t round_min;
 } stripe_t;
 
 typedef struct table {
@@ -95,8 +108,9 @@ static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
 }
 
 /* FNV-1a over the three parts, separated by 0xff, a byte UTF-8 never has,
- * so ("ab", "c") and ("a", "bc") hash apart. */
-static uint64_t hash_key(const resv_key_t *k) {
+ * so ("ab", "c") and ("a", "bc") hash apart; folded to 32 bits, of which
+ * the stripe takes the low 6 and the bucket the rest. */
+static uint32_t hash_key(const resv_key_t *k) {
   static const char sep = (char)0xff;
   uint64_t h = 0xcbf29ce484222325ULL;
   h = hash_bytes(h, k->tenant.ptr, k->tenant.len);
@@ -104,102 +118,117 @@ static uint64_t hash_key(const resv_key_t *k) {
   h = hash_bytes(h, k->ns.ptr, k->ns.len);
   h = hash_bytes(h, &sep, 1);
   h = hash_bytes(h, k->key.ptr, k->key.len);
-  /* Mix the high bits down: the stripe takes the low bits. */
-  return h ^ (h >> 29);
+  h ^= h >> 29;
+  return (uint32_t)(h ^ (h >> 32));
 }
 
-static bool same_bytes(const char *a, size_t alen, const resv_str_t *b) {
-  return alen == b->len && (alen == 0 || memcmp(a, b->ptr, alen) == 0);
+/* ---- fields: a varint length, then the bytes --------------------------- */
+
+static size_t varint_size(size_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
 }
 
-static size_t key_size(const entry_t *e) {
-  return (size_t)e->tenant_len + e->ns_len + e->key_len;
+static size_t field_size(const resv_str_t *s) { return varint_size(s->len) + s->len; }
+
+/* Reads the field at p into *out; returns where the next one starts. */
+static const unsigned char *get_field(const unsigned char *p, resv_str_t *out) {
+  size_t len = 0;
+  for (int shift = 0;; shift += 7) {
+    unsigned char b = *p++;
+    len |= (size_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) break;
+  }
+  out->ptr = (const char *)p;
+  out->len = len;
+  return p + len;
 }
 
-static const char *owner_bytes(const entry_t *e) { return e->data_ + key_size(e); }
+static bool same_str(const resv_str_t *a, const resv_str_t *b) {
+  return a->len == b->len && (a->len == 0 || memcmp(a->ptr, b->ptr, a->len) == 0);
+}
 
-/* Where the holds start in data_. */
+/* Steps past n fields from p. */
+static const unsigned char *skip_fields(const unsigned char *p, int n) {
+  resv_str_t s;
+  while (n--) p = get_field(p, &s);
+  return p;
+}
+
+/* Where the owner's fields start, and where the holds do. */
+static const unsigned char *owner_at(const entry_t *e) { return skip_fields(e->data_, 3); }
 static size_t holds_start(const entry_t *e) {
-  return key_size(e) + e->owner_tenant_len + e->owner_id_len;
+  return (size_t)(skip_fields(owner_at(e), 2) - e->data_);
 }
 
-static bool entry_is(const entry_t *e, uint64_t hash, const resv_key_t *k) {
-  return e->hash == hash && same_bytes(e->data_, e->tenant_len, &k->tenant) &&
-         same_bytes(e->data_ + e->tenant_len, e->ns_len, &k->ns) &&
-         same_bytes(e->data_ + e->tenant_len + e->ns_len, e->key_len, &k->key);
+static bool entry_is(const entry_t *e, uint32_t hash, const resv_key_t *k) {
+  if (e->hash != hash) return false;
+  resv_str_t s;
+  const unsigned char *p = get_field(e->data_, &s);
+  if (!same_str(&s, &k->tenant)) return false;
+  p = get_field(p, &s);
+  if (!same_str(&s, &k->ns)) return false;
+  get_field(p, &s);
+  return same_str(&s, &k->key);
 }
 
 static bool owned_by(const entry_t *e, const resv_owner_t *o) {
-  const char *owner = owner_bytes(e);
-  return same_bytes(owner, e->owner_tenant_len, &o->tenant) &&
-         same_bytes(owner + e->owner_tenant_len, e->owner_id_len, &o->id);
+  resv_str_t s;
+  const unsigned char *p = get_field(owner_at(e), &s);
+  if (!same_str(&s, &o->tenant)) return false;
+  get_field(p, &s);
+  return same_str(&s, &o->id);
 }
 
 /* ---- entries -------------------------------------------------------- */
 
-/* A hold in data_: a 4-byte length (host order) and the bytes. */
-#define HOLD_HEADER sizeof(uint32_t)
+static int64_t expires_of(const entry_t *e) { return e->confirmed ? 0 : e->when; }
+static int64_t version_of(const entry_t *e) { return e->confirmed ? e->when : 0; }
 
-static size_t hold_size(const resv_str_t *attempt) {
-  return HOLD_HEADER + attempt->len;
-}
-
-/* Reads the hold at offset *at of data_ into *out and steps past it. */
-static void next_hold(const entry_t *e, size_t *at, resv_str_t *out) {
-  uint32_t len;
-  memcpy(&len, e->data_ + *at, sizeof len);
-  out->ptr = e->data_ + *at + HOLD_HEADER;
-  out->len = len;
-  *at += HOLD_HEADER + len;
-}
-
-static void put_bytes(entry_t *e, const char *p, size_t n) {
-  if (n) memcpy(e->data_ + e->used, p, n);
-  e->used += n;
+static void put_field(entry_t *e, const resv_str_t *s) {
+  size_t v = s->len;
+  while (v >= 0x80) {
+    e->data_[e->used++] = (unsigned char)(v | 0x80);
+    v >>= 7;
+  }
+  e->data_[e->used++] = (unsigned char)v;
+  if (s->len) memcpy(e->data_ + e->used, s->ptr, s->len);
+  e->used += (uint32_t)s->len;
 }
 
 static void put_hold(entry_t *e, const resv_str_t *attempt) {
-  uint32_t len = (uint32_t)attempt->len;
-  memcpy(e->data_ + e->used, &len, sizeof len);
-  e->used += sizeof len;
-  put_bytes(e, attempt->ptr, attempt->len);
+  put_field(e, attempt);
   e->nholds++;
 }
 
-/* Room for a little growth, so that a second attempt joining usually
- * fits without a realloc. */
-#define ENTRY_SLACK 24
-
 /* Makes an entry for key, owned by owner, held by attempt (NULL: none). */
-static entry_t *new_entry(uint64_t hash, const resv_key_t *k,
+static entry_t *new_entry(uint32_t hash, const resv_key_t *k,
                           const resv_owner_t *o, const resv_str_t *attempt,
                           resv_error_t *err) {
-  size_t need = k->tenant.len + k->ns.len + k->key.len + o->tenant.len +
-                o->id.len + (attempt ? hold_size(attempt) : 0);
-  size_t cap = need + ENTRY_SLACK;
-  entry_t *e = malloc(sizeof *e + cap);
+  size_t need = field_size(&k->tenant) + field_size(&k->ns) + field_size(&k->key) +
+                field_size(&o->tenant) + field_size(&o->id) +
+                (attempt ? field_size(attempt) : 0);
+  entry_t *e = malloc(sizeof *e + need);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a reservation");
     return NULL;
   }
   e->next = NULL;
+  e->when = 0;
   e->hash = hash;
-  e->expires_at = 0;
-  e->version = 0;
-  e->confirmed = false;
-  e->tenant_len = (uint32_t)k->tenant.len;
-  e->ns_len = (uint32_t)k->ns.len;
-  e->key_len = (uint32_t)k->key.len;
-  e->owner_tenant_len = (uint32_t)o->tenant.len;
-  e->owner_id_len = (uint32_t)o->id.len;
   e->nholds = 0;
+  e->confirmed = false;
   e->used = 0;
-  e->cap = cap;
-  put_bytes(e, k->tenant.ptr, k->tenant.len);
-  put_bytes(e, k->ns.ptr, k->ns.len);
-  put_bytes(e, k->key.ptr, k->key.len);
-  put_bytes(e, o->tenant.ptr, o->tenant.len);
-  put_bytes(e, o->id.ptr, o->id.len);
+  e->cap = (uint32_t)need;
+  put_field(e, &k->tenant);
+  put_field(e, &k->ns);
+  put_field(e, &k->key);
+  put_field(e, &o->tenant);
+  put_field(e, &o->id);
   if (attempt) put_hold(e, attempt);
   return e;
 }
@@ -210,32 +239,49 @@ static entry_t *new_entry(uint64_t hash, const resv_key_t *k,
 static entry_t *make_room(stripe_t *s, entry_t **slot, size_t more,
                           resv_error_t *err) {
   entry_t *e = *slot;
-  if (e->used + more <= e->cap) return e;
-  size_t cap = e->cap * 2 > e->used + more ? e->cap * 2 : e->used + more;
+  size_t need = (size_t)e->used + more;
+  if (need <= e->cap) return e;
+  if (need > UINT32_MAX) {
+    resv__fail(err, RESV_ENOMEM, "a reservation's holds would pass 4 GiB");
+    return NULL;
+  }
+  size_t cap = (size_t)e->cap * 2 > need ? (size_t)e->cap * 2 : need;
+  if (cap > UINT32_MAX) cap = need;
   e = realloc(e, sizeof *e + cap);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a hold");
     return NULL;
   }
   s->bytes += cap - e->cap;
-  e->cap = cap;
+  e->cap = (uint32_t)cap;
   *slot = e;
   return e;
 }
 
 static void clear_holds(entry_t *e) {
-  e->used = holds_start(e);
+  e->used = (uint32_t)holds_start(e);
   e->nholds = 0;
 }
 
-static bool has_hold(const entry_t *e, const resv_str_t *attempt) {
-  size_t at = holds_start(e);
+/* Where the hold `attempt` starts in data_, or 0 (data_ starts with the
+ * key, never a hold) when the entry has none such; *end gets its end. */
+static size_t find_hold(const entry_t *e, const resv_str_t *attempt, size_t *end) {
+  const unsigned char *p = e->data_ + holds_start(e);
   resv_str_t h;
   for (uint32_t i = 0; i < e->nholds; i++) {
-    next_hold(e, &at, &h);
-    if (same_bytes(h.ptr, h.len, attempt)) return true;
+    const unsigned char *at = p;
+    p = get_field(p, &h);
+    if (same_str(&h, attempt)) {
+      *end = (size_t)(p - e->data_);
+      return (size_t)(at - e->data_);
+    }
   }
-  return false;
+  return 0;
+}
+
+static bool has_hold(const entry_t *e, const resv_str_t *attempt) {
+  size_t end;
+  return find_hold(e, attempt, &end) != 0;
 }
 
 /* Adds attempt to the holds of the entry at *slot unless it is there. */
@@ -243,24 +289,17 @@ static entry_t *add_hold(stripe_t *s, entry_t **slot, const resv_str_t *attempt,
                          resv_error_t *err) {
   entry_t *e = *slot;
   if (has_hold(e, attempt)) return e;
-  if (!(e = make_room(s, slot, hold_size(attempt), err))) return NULL;
+  if (!(e = make_room(s, slot, field_size(attempt), err))) return NULL;
   put_hold(e, attempt);
   return e;
 }
 
 static void pull_hold(entry_t *e, const resv_str_t *attempt) {
-  size_t at = holds_start(e);
-  resv_str_t h;
-  for (uint32_t i = 0; i < e->nholds; i++) {
-    size_t here = at;
-    next_hold(e, &at, &h);
-    if (same_bytes(h.ptr, h.len, attempt)) {
-      memmove(e->data_ + here, e->data_ + at, e->used - at);
-      e->used -= at - here;
-      e->nholds--;
-      return;
-    }
-  }
+  size_t end, at = find_hold(e, attempt, &end);
+  if (!at) return;
+  memmove(e->data_ + at, e->data_ + end, e->used - end);
+  e->used -= (uint32_t)(end - at);
+  e->nholds--;
 }
 
 /* Gives the entry at *slot to owner, without holds, with room for `extra`
@@ -269,9 +308,10 @@ static void pull_hold(entry_t *e, const resv_str_t *attempt) {
 static entry_t *set_owner(stripe_t *s, entry_t **slot, const resv_owner_t *o,
                           size_t extra, resv_error_t *err) {
   entry_t *e = *slot;
-  size_t start = key_size(e), size = o->tenant.len + o->id.len;
+  uint32_t start = (uint32_t)(owner_at(e) - e->data_);
+  size_t size = field_size(&o->tenant) + field_size(&o->id);
   if (start + size + extra > e->cap) {
-    size_t used = e->used;
+    uint32_t used = e->used;
     e->used = start; /* nothing after the key needs keeping */
     if (!(e = make_room(s, slot, size + extra, err))) {
       (*slot)->used = used;
@@ -280,10 +320,8 @@ static entry_t *set_owner(stripe_t *s, entry_t **slot, const resv_owner_t *o,
   }
   e->used = start;
   e->nholds = 0;
-  e->owner_tenant_len = (uint32_t)o->tenant.len;
-  e->owner_id_len = (uint32_t)o->id.len;
-  put_bytes(e, o->tenant.ptr, o->tenant.len);
-  put_bytes(e, o->id.ptr, o->id.len);
+  put_field(e, &o->tenant);
+  put_field(e, &o->id);
   return e;
 }
 
@@ -292,7 +330,7 @@ static entry_t *set_owner(stripe_t *s, entry_t **slot, const resv_owner_t *o,
 /* The slot of key k in s: where its entry is, or where a new one goes.
  * A stripe without buckets yet gets them when `writes`, else the answer
  * is *none (NULL): nothing to find. NULL without memory. */
-static entry_t **find_slot(stripe_t *s, uint64_t hash, const resv_key_t *k,
+static entry_t **find_slot(stripe_t *s, uint32_t hash, const resv_key_t *k,
                            bool writes, entry_t **none) {
   if (!s->buckets) {
     if (!writes) return none;
@@ -324,7 +362,10 @@ static void rehash(stripe_t *s, size_t n) {
   s->bytes = s->bytes - s->nbuckets * sizeof *buckets + n * sizeof *buckets;
   s->buckets = buckets;
   s->nbuckets = n;
-  s->cursor &= n - 1;
+  /* The chains moved: the walk's round starts again, so that it visits
+   * every entry before its bound replaces min_expiry. */
+  s->cursor = 0;
+  s->round_min = INT64_MAX;
 }
 
 /* Links the new entry e at slot (the end of its chain). The stripe may
@@ -345,23 +386,27 @@ static void unlink_entry(stripe_t *s, entry_t **slot) {
 
 /* ---- reclaiming ------------------------------------------------------ */
 
-/* A pending reservation whose expiry is at or before limit (now minus
- * the grace): free to take for so long that it may go. */
-static bool reclaimable(const entry_t *e, int64_t limit) {
-  return !e->confirmed && e->expires_at <= limit;
+/* Notes a pending expiry written into the stripe, for its bounds. */
+static void note_expiry(stripe_t *s, int64_t expires) {
+  if (expires < s->min_expiry) s->min_expiry = expires;
+  if (expires < s->round_min) s->round_min = expires;
 }
 
-/* Deletes the reclaimable entries of bucket b; returns how many. */
-static size_t reclaim_bucket(stripe_t *s, size_t b, int64_t limit) {
+/* Deletes the entries of bucket b that are pending and expired at or
+ * before limit (now minus the grace); returns how many. *low gets the
+ * earliest expiry of the pending entries that stay. */
+static size_t reclaim_bucket(stripe_t *s, size_t b, int64_t limit, int64_t *low) {
   size_t n = 0;
   entry_t **slot = &s->buckets[b];
   while (*slot) {
-    if (reclaimable(*slot, limit)) {
+    entry_t *e = *slot;
+    if (!e->confirmed && e->when <= limit) {
       unlink_entry(s, slot);
       n++;
-    } else {
-      slot = &(*slot)->next;
+      continue;
     }
+    if (!e->confirmed && e->when < *low) *low = e->when;
+    slot = &e->next;
   }
   return n;
 }
@@ -373,13 +418,19 @@ static void maybe_shrink(stripe_t *s) {
     rehash(s, s->nbuckets / 2);
 }
 
-/* A call's share of the walk: the next RECLAIM_BUCKETS buckets. */
+/* A call's share of the walk: the next RECLAIM_BUCKETS buckets, unless
+ * nothing in the stripe can be reclaimable yet (the entries are then not
+ * touched: each would be a cache miss). */
 static void reclaim_step(stripe_t *s, int64_t limit) {
-  if (!s->buckets) return;
+  if (!s->buckets || limit < s->min_expiry) return;
   size_t n = 0;
   for (int i = 0; i < RECLAIM_BUCKETS; i++) {
-    n += reclaim_bucket(s, s->cursor, limit);
+    n += reclaim_bucket(s, s->cursor, limit, &s->round_min);
     s->cursor = (s->cursor + 1) & (s->nbuckets - 1);
+    if (s->cursor == 0) { /* a round is done: its bound holds */
+      s->min_expiry = s->round_min;
+      s->round_min = INT64_MAX;
+    }
   }
   if (n) maybe_shrink(s);
 }
@@ -387,7 +438,10 @@ static void reclaim_step(stripe_t *s, int64_t limit) {
 /* Every bucket of the stripe; returns how many entries went. */
 static size_t reclaim_all(stripe_t *s, int64_t limit) {
   size_t n = 0;
-  for (size_t b = 0; b < s->nbuckets; b++) n += reclaim_bucket(s, b, limit);
+  int64_t low = INT64_MAX;
+  for (size_t b = 0; b < s->nbuckets; b++) n += reclaim_bucket(s, b, limit, &low);
+  /* Every entry was seen: the bound is exact (a rehash below keeps it). */
+  s->min_expiry = low;
   while (n && s->nbuckets > INITIAL_BUCKETS && s->count * 8 <= s->nbuckets) {
     size_t before = s->nbuckets;
     maybe_shrink(s);
@@ -403,19 +457,16 @@ static size_t reclaim_all(stripe_t *s, int64_t limit) {
 
 static bool answer_entry(resv_answer_t *a, int32_t status, const entry_t *e,
                          bool with_holds, resv_error_t *err) {
-  const char *owner = owner_bytes(e);
-  resv_str_t tenant = {owner, e->owner_tenant_len};
-  resv_str_t id = {owner + e->owner_tenant_len, e->owner_id_len};
+  resv_str_t tenant, id;
+  const unsigned char *p = get_field(get_field(owner_at(e), &tenant), &id);
   resv_str_t on_stack[ANSWER_HOLDS_ON_STACK], *holds = on_stack;
   size_t nholds = with_holds ? e->nholds : 0;
   if (nholds > ANSWER_HOLDS_ON_STACK && !(holds = malloc(nholds * sizeof *holds)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
-  size_t at = holds_start(e);
-  for (size_t i = 0; i < nholds; i++) next_hold(e, &at, &holds[i]);
+  for (size_t i = 0; i < nholds; i++) p = get_field(p, &holds[i]);
   bool ok = resv__answer_set(a, status,
                              e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING,
-                             e->confirmed ? 0 : e->expires_at,
-                             e->confirmed ? e->version : 0, &tenant, &id,
+                             expires_of(e), version_of(e), &tenant, &id,
                              nholds ? holds : NULL, nholds, err);
   if (holds != on_stack) free(holds);
   return ok;
@@ -423,12 +474,12 @@ static bool answer_entry(resv_answer_t *a, int32_t status, const entry_t *e,
 
 /* A reservation another owner holds: confirmed, or pending and live. */
 static bool held_by_other(const entry_t *e, const resv_owner_t *o, int64_t now) {
-  return !owned_by(e, o) && (e->confirmed || e->expires_at > now);
+  return !owned_by(e, o) && (e->confirmed || e->when > now);
 }
 
 /* ---- operations ------------------------------------------------------ */
 
-static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
+static bool do_reserve(stripe_t *s, entry_t **slot, uint32_t hash,
                        const resv_request_t *r, int64_t now, int32_t max_holds,
                        resv_answer_t *a, resv_error_t *err) {
   entry_t *e = *slot;
@@ -439,11 +490,11 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
     return answer_entry(a, RESV_CONFLICT, e, false, err);
   if (e && e->confirmed) /* ours: kept exactly as it is */
     return answer_entry(a, RESV_CONFIRMED, e, false, err);
-  if (e && e->expires_at > now) { /* our live pending one: join it */
+  if (e && e->when > now) { /* our live pending one: join it */
     if (e->nholds >= (uint32_t)max_holds && !has_hold(e, &r->attempt))
       return resv__fail_holds_full(err, max_holds);
     if (!(e = add_hold(s, slot, &r->attempt, err))) return false;
-    if (expires > e->expires_at) e->expires_at = expires;
+    if (expires > e->when) e->when = expires; /* later: no bound moves */
     return answer_entry(a, RESV_RESERVED, e, true, err);
   }
   /* A new key, or an expired pending reservation of anyone: start afresh. */
@@ -451,23 +502,23 @@ static bool do_reserve(stripe_t *s, entry_t **slot, uint64_t hash,
     if (!(e = new_entry(hash, &r->key, &r->owner, &r->attempt, err))) return false;
     link_new(s, slot, e);
   } else {
-    if (!(e = set_owner(s, slot, &r->owner, hold_size(&r->attempt), err))) return false;
+    if (!(e = set_owner(s, slot, &r->owner, field_size(&r->attempt), err))) return false;
     put_hold(e, &r->attempt);
   }
   e->confirmed = false;
-  e->version = 0;
-  e->expires_at = expires;
+  e->when = expires;
+  note_expiry(s, expires);
   return answer_entry(a, RESV_RESERVED, e, true, err);
 }
 
-static bool do_confirm(stripe_t *s, entry_t **slot, uint64_t hash,
+static bool do_confirm(stripe_t *s, entry_t **slot, uint32_t hash,
                        const resv_request_t *r, int64_t now,
                        resv_answer_t *a, resv_error_t *err) {
   entry_t *e = *slot;
   if (e && held_by_other(e, &r->owner, now))
     return answer_entry(a, RESV_CONFLICT, e, false, err);
   int64_t version = r->version;
-  if (e && e->confirmed && e->version > version) version = e->version;
+  if (e && e->confirmed && e->when > version) version = e->when;
   if (!e) {
     if (!(e = new_entry(hash, &r->key, &r->owner, NULL, err))) return false;
     link_new(s, slot, e);
@@ -477,8 +528,7 @@ static bool do_confirm(stripe_t *s, entry_t **slot, uint64_t hash,
     clear_holds(e);
   }
   e->confirmed = true;
-  e->expires_at = 0;
-  e->version = version;
+  e->when = version;
   return answer_entry(a, RESV_CONFIRMED, e, false, err);
 }
 
@@ -502,14 +552,17 @@ static bool do_release(stripe_t *s, entry_t **slot, const resv_request_t *r,
 static bool do_get(const entry_t *e, int64_t now, resv_answer_t *a, resv_error_t *err) {
   if (!e) return resv__answer_status(a, RESV_ABSENT, err);
   int32_t status = e->confirmed ? RESV_CONFIRMED
-                   : e->expires_at > now ? RESV_PENDING : RESV_EXPIRED;
+                   : e->when > now ? RESV_PENDING : RESV_EXPIRED;
   return answer_entry(a, status, e, !e->confirmed, err);
 }
 
 static table_t *table_new(void) {
   table_t *t = calloc(1, sizeof *t);
   if (t)
-    for (size_t i = 0; i < STRIPES; i++) pthread_mutex_init(&t->stripes[i].mutex, NULL);
+    for (size_t i = 0; i < STRIPES; i++) {
+      pthread_mutex_init(&t->stripes[i].mutex, NULL);
+      t->stripes[i].min_expiry = t->stripes[i].round_min = INT64_MAX;
+    }
   return t;
 }
 
@@ -579,7 +632,7 @@ static bool memory_execute(void *backend, resv_type_t *type,
       return resv__answer_status(a, RESV_ABSENT, err);
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
   }
-  uint64_t hash = hash_key(&r->key);
+  uint32_t hash = hash_key(&r->key);
   stripe_t *s = &t->stripes[hash & (STRIPES - 1)];
   bool ok = false;
   entry_t *none = NULL;

@@ -142,6 +142,49 @@ START_TEST(test_memory_reclaims_neither_confirmed_nor_within_the_grace) {
 }
 END_TEST
 
+START_TEST(test_memory_reclaims_short_ttls_behind_long_ones) {
+  /* The walk is skipped while no pending entry of a stripe can be past the
+   * grace (its bound); entries with a long ttl, then short ones, then the
+   * clock past the short ones: the short ones go, the long ones stay. */
+  resv_options_t opt = {.sweep_grace_ms = 100};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&opt, &err);
+  ck_assert_ptr_nonnull(s);
+  resv_type_t *t = test_fresh_type(s, "mixed");
+  resv_answer_t a = {0};
+  int64_t entries = 0, bytes = 0;
+  char key[32];
+  resv_store_set_time(s, T0);
+  for (int i = 0; i < 2000; i++) {
+    snprintf(key, sizeof key, "long%d", i);
+    test_reserve(t, key, "o", "a", 3600000, &a);
+  }
+  /* Past the long ones' first rounds: calls that reclaim nothing. */
+  resv_store_set_time(s, T0 + 1000);
+  for (int i = 0; i < 20000; i++) {
+    snprintf(key, sizeof key, "other%d", i);
+    test_get(t, key, &a);
+  }
+  for (int i = 0; i < 2000; i++) {
+    snprintf(key, sizeof key, "short%d", i);
+    test_reserve(t, key, "o", "a", 10, &a);
+  }
+  resv_store_set_time(s, T0 + 1000 + 10 + 100);
+  for (int i = 0; i < 40000; i++) {
+    snprintf(key, sizeof key, "other%d", i);
+    test_get(t, key, &a);
+  }
+  ck_assert(resv__store_usage(s, &entries, &bytes));
+  ck_assert_int_eq(entries, 2000);
+  ck_assert_int_eq(get_status(t, "short0"), RESV_ABSENT);
+  ck_assert_int_eq(get_status(t, "short1999"), RESV_ABSENT);
+  ck_assert_int_eq(get_status(t, "long0"), RESV_PENDING);
+  ck_assert_int_eq(get_status(t, "long1999"), RESV_PENDING);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 START_TEST(test_sweep_grace_ms_out_of_range_is_invalid) {
   resv_options_t opt = {.sweep_grace_ms = -1};
   resv_error_t err;
@@ -373,6 +416,7 @@ Suite *sweep_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_memory_churn_stays_bounded_and_reclaimed_keys_are_absent);
   tcase_add_test(tc, test_memory_reclaims_neither_confirmed_nor_within_the_grace);
+  tcase_add_test(tc, test_memory_reclaims_short_ttls_behind_long_ones);
   tcase_add_test(tc, test_sweep_grace_ms_out_of_range_is_invalid);
   tcase_add_loop_test(tc, test_sweep_deletes_exactly_the_expired_past_the_grace, MEMORY,
                       MONGO + 1);
