@@ -24,8 +24,23 @@ static bool ascii_word(const unsigned char *p) {
   return ((w | (w - 0x0101010101010101ULL)) & 0x8080808080808080ULL) == 0;
 }
 
+/* True when all n bytes at p are from 0x01 to 0x7f: a word at a time (the
+ * last word may overlap the one before), or a byte at a time under 8. */
+static bool all_ascii(const unsigned char *p, size_t n) {
+  if (n < 8) {
+    for (size_t i = 0; i < n; i++)
+      if (p[i] == 0 || p[i] >= 0x80) return false;
+    return true;
+  }
+  for (size_t i = 0; i + 8 < n; i += 8)
+    if (!ascii_word(p + i)) return false;
+  return ascii_word(p + n - 8);
+}
+
 bool resv__utf8_valid(const char *str, size_t len) {
   const unsigned char *s = (const unsigned char *)str;
+  /* Keys, owners and attempts are mostly ASCII: one pass settles them. */
+  if (all_ascii(s, len)) return true;
   size_t i = 0;
   while (i < len) {
     /* Keys are mostly ASCII: skip eight such bytes at a time. */
