@@ -1,5 +1,5 @@
-# bench/plots.gp: the overlap and gateway plots, from the .dat files
-# bench/overlap.c and bench/gateway.py write.  gnuplot -e "dir='build/bench'"
+# bench/plots.gp: the overlap, gateway and churn plots, from the .dat files
+# bench/overlap.c, bench/gateway.py and bench/nginx_churn.sh write.  gnuplot -e "dir='build/bench'"
 set terminal pngcairo size 800,500 font "sans,10" noenhanced
 set grid
 
@@ -30,3 +30,17 @@ set ylabel "latency (ms)"
 set logscale y
 plot dir."/gateway.dat" using 3:xtic(1) title "p50", "" using 4 title "p99"
 unset multiplot
+
+unset style
+unset logscale
+set style data linespoints
+set xtics norotate
+set output dir."/churn.png"
+set title "Churn in one nginx worker: distinct keys, ttl 1 s, paced in wall time (bench/nginx_churn.sh)"
+set xlabel "keys reserved (millions)"
+set ylabel "MiB"
+set key bottom right
+plot dir."/churn.dat" using ($1/1e6):($2/1024) lw 2 pt 7 ps 0.5 title "memory store (sweep_grace_ms 1000): worker RSS", \
+     ""               using ($1/1e6):($5/1048576) lw 1 pt 6 ps 0.5 dt 2 title "memory store: bytes of its entries (store:stats)", \
+     ""               using ($1/1e6):($3/1024) lw 2 pt 5 ps 0.5 title "ngx.shared.DICT:add (64 MB zone): worker RSS", \
+     ""               using ($1/1e6):($6/1024) lw 1 pt 4 ps 0.5 dt 2 title "ngx.shared.DICT: zone pages in use"
