@@ -74,17 +74,18 @@ elapsed() { awk '$1 == "elapsed_ms" { printf "%.1f", $2 / 1000 }' <<<"$1"; }
 dat=$out/churn.dat
 {
   echo "# bench/nginx_churn.sh $keys $seconds: ttl $ttl_ms ms, grace $grace_ms ms, DICT zone $dict_size"
-  echo "# keys resv_rss_kb dict_rss_kb resv_entries resv_bytes dict_used_kb"
+  echo "# keys resv_rss_kb dict_rss_kb resv_entries resv_bytes dict_used_kb resv_s dict_s"
   # Both runs sample at the same key counts (0, KEYS/40, ...), row by row.
-  paste -d ' ' <(awk '$1 == "sample" { print $2, $4, $5, $6 }' <<<"$resv") \
-    <(awk '$1 == "sample" { print $2, $4, int($5 / 1024) }' <<<"$dict") |
-    awk '$1 != $5 { print "nginx_churn: samples differ" > "/dev/stderr"; exit 1 }
-         { print $1, $2, $6, $3, $4, $7 }'
+  paste -d ' ' <(awk '$1 == "sample" { print $2, $4, $5, $6, $3 / 1000 }' <<<"$resv") \
+    <(awk '$1 == "sample" { print $2, $4, int($5 / 1024), $3 / 1000 }' <<<"$dict") |
+    awk '$1 != $6 { print "nginx_churn: samples differ" > "/dev/stderr"; exit 1 }
+         { print $1, $2, $7, $3, $4, $8, $5, $9 }'
 } >"$dat"
 echo "== 10b. churn in nginx: $keys distinct keys, ttl $ttl_ms ms, over $seconds s of wall time, one worker"
 echo "  memory store (sweep_grace_ms $grace_ms) took $(elapsed "$resv") s; ngx.shared.DICT:add ($dict_size zone) $(elapsed "$dict") s"
-printf '  %10s %12s %12s %12s %14s %14s\n' keys "resv RSS kB" "DICT RSS kB" "resv entries" "resv bytes" "DICT zone kB"
-awk '!/^#/ { printf "  %10d %12d %12d %12d %14d %14d\n", $1, $2, $3, $4, $5, $6 }' "$dat"
+echo "  (zone kB: capacity - free_space(), in whole pages; s: wall time since the first call, on schedule at KEYS/SECONDS a second)"
+printf '  %10s %12s %12s %12s %14s %13s %7s %7s\n' keys "resv RSS kB" "DICT RSS kB" "resv entries" "resv bytes" "DICT zone kB" "resv s" "DICT s"
+awk '!/^#/ { printf "  %10d %12d %12d %12d %14d %13d %7.2f %7.2f\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$dat"
 awk '!/^#/ { n++; r[n] = $2; d[n] = $3 } END {
   h = int(n / 2) + 1
   printf "  RSS: resv %d -> %d kB (second half %d..%d), DICT %d -> %d kB (second half %d..%d)\n",

@@ -72,7 +72,10 @@ run "$out/stats_cost" 200
 
 # 10. The memory store under a churn of distinct keys: entries, bytes, RSS.
 run "$out/churn" 2000000 1000 1000
+# 10b. The same churn in one nginx worker, paced in wall time, against
+#      ngx.shared.DICT:add: RSS and what each holds (about 45 s); plot.
+run env BENCH_OUT="$out" O="$O" bench/nginx_churn.sh 4000000 20
 
 if command -v gnuplot >/dev/null; then
-  gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png"
+  gnuplot -e "dir='$out'" bench/plots.gp && say "plots: $out/overlap.png $out/gateway.png $out/churn.png"
 fi
