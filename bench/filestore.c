@@ -5,7 +5,9 @@
  *
  * 1. reserve of new keys, of the same keys again, and a conflict, one
  *    thread, wall ns per call: the file store (sync = process) against the
- *    memory store; median of 3 rounds, each on a fresh type.
+ *    memory store; median of 3 rounds, each on a fresh type. And the floor
+ *    of any store on LMDB that keeps sync = process's promise: LMDB alone,
+ *    a get and a put per write transaction, MDB_NOSYNC.
  * 2. bytes of map per live reservation (20-byte key, 10-byte owner id):
  *    the pages of the type's LMDB database (leaf, branch, overflow) over
  *    its records, read with LMDB's own mdb_stat.
@@ -87,6 +89,45 @@ static double pass(resv_type_t *t, int n, const char *owner, int32_t expect) {
 
 /* ---- 1. inline calls ---------------------------------------------------- */
 
+/* The floor under the file store's reserve of a new key: LMDB alone, each
+ * call one write transaction with a get and a put of a 100-byte record on
+ * the same keys, committed with the store's flags for sync = process
+ * (MDB_NOSYNC, no MDB_WRITEMAP). Wall ns per call, median of ROUNDS. */
+static double lmdb_floor(int n) {
+  double ns[ROUNDS];
+  for (int round = 0; round < ROUNDS; round++) {
+    fresh_dir();
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
+        mdb_env_set_mapsize(env, (size_t)4 << 30) ||
+        mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0600) ||
+        mdb_txn_begin(env, NULL, 0, &txn) || mdb_dbi_open(txn, "floor", MDB_CREATE, &dbi) ||
+        mdb_txn_commit(txn)) {
+      fprintf(stderr, "bench: LMDB floor: cannot open\n");
+      exit(1);
+    }
+    char key[32], value[100];
+    memset(value, 'v', sizeof value);
+    int64_t t0 = bench_wall_ns();
+    for (int i = 0; i < n; i++) {
+      key_of(key, i);
+      MDB_val k = {20, key}, v = {sizeof value, value}, old;
+      if (mdb_txn_begin(env, NULL, 0, &txn) ||
+          mdb_get(txn, dbi, &k, &old) != MDB_NOTFOUND ||
+          mdb_put(txn, dbi, &k, &v, 0) || mdb_txn_commit(txn)) {
+        fprintf(stderr, "bench: LMDB floor: a write failed\n");
+        exit(1);
+      }
+    }
+    ns[round] = (double)(bench_wall_ns() - t0) / n;
+    mdb_env_close(env);
+    remove_dir();
+  }
+  return bench_median(ns, ROUNDS);
+}
+
 static void inline_calls(int n) {
   double mem[3][ROUNDS], file[3][ROUNDS];
   fresh_dir();
@@ -113,6 +154,11 @@ static void inline_calls(int n) {
   resv_store_close(fs);
   resv_store_close(ms);
   remove_dir();
+  double floor = lmdb_floor(n), m = bench_median(mem[0], ROUNDS);
+  printf("1. %-14s LMDB alone (a get and a put per write transaction, MDB_NOSYNC) %8.0f ns: "
+         "%.2fx the memory store, the file store %.2fx it\n",
+         "floor, new", floor, floor / m, bench_median(file[0], ROUNDS) / floor);
+  printf("figure lmdb_floor_new_ns %.0f\n", floor);
 }
 
 /* ---- 2. bytes per live reservation -------------------------------------- */
