@@ -3,6 +3,7 @@
  * or the sanitizer's allocator under make asan/tsan. */
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests.h"
@@ -91,6 +92,54 @@ START_TEST(a_live_reservation_costs_under_0_95_of_a_shared_dict_entry) {
 }
 END_TEST
 
+START_TEST(strings_of_max_string_bytes_come_back_whole) {
+  /* Each string of an entry is stored after its length as a varint: 1 byte
+   * up to 127, 2 up to 16383, 3 for max_string's largest, 2^20. */
+  enum { BIG = 1 << 20 };
+  static const size_t sizes[] = {1, 127, 128, 16383, 16384, BIG};
+  resv_options_t o = {.max_string = BIG};
+  resv_error_t err;
+  resv_store_t *store = resv_store_open(&o, &err);
+  ck_assert_ptr_nonnull(store);
+  resv_type_t *t = test_fresh_type(store, "long");
+  char *buf = malloc(BIG);
+  ck_assert_ptr_nonnull(buf);
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    size_t n = sizes[i];
+    for (size_t j = 0; j < n; j++) buf[j] = (char)('a' + (j * 7 + i) % 26);
+    resv_str_t s = {buf, n};
+    resv_key_t k = {s, s, s};
+    resv_owner_t ow = {s, s};
+    resv_answer_t a = {0};
+    resv_request_t r = {.op = RESV_OP_RESERVE, .key = k, .owner = ow, .attempt = s,
+                        .ttl_ms = 60000};
+    ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+    ck_assert_int_eq(a.status, RESV_RESERVED);
+    r.attempt = (resv_str_t){"second", 6}; /* a join: the entry grows */
+    ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+    ck_assert_int_eq(a.nholds, 2);
+    resv_request_t g = {.op = RESV_OP_GET, .key = k};
+    ck_assert(resv_call(t, &g, &a, &err));
+    ck_assert_int_eq(a.status, RESV_PENDING);
+    ck_assert_uint_eq(a.owner_tenant.len, n);
+    ck_assert_uint_eq(a.owner_id.len, n);
+    ck_assert(memcmp(a.owner_id.ptr, buf, n) == 0 && memcmp(a.owner_tenant.ptr, buf, n) == 0);
+    ck_assert_int_eq(a.nholds, 2);
+    ck_assert(a.holds[0].len == n && memcmp(a.holds[0].ptr, buf, n) == 0);
+    ck_assert(test_str_is(a.holds[1], "second"));
+    resv_request_t ab = {.op = RESV_OP_ABANDON, .key = k, .owner = ow, .attempt = s};
+    ck_assert(resv_call(t, &ab, &a, &err));
+    ck_assert_int_eq(a.status, RESV_KEPT);
+    ck_assert(resv_call(t, &g, &a, &err));
+    ck_assert_int_eq(a.nholds, 1);
+    ck_assert(test_str_is(a.holds[0], "second"));
+    resv_answer_clear(&a);
+  }
+  free(buf);
+  resv_store_close(store);
+}
+END_TEST
+
 Suite *memory_suite(void) {
   Suite *s = suite_create("memory");
   TCase *tc = tcase_create("costs");
@@ -98,6 +147,7 @@ Suite *memory_suite(void) {
   tcase_add_test(tc, an_empty_type_costs_under_a_kilobyte);
   tcase_add_test(tc, a_type_written_once_still_answers_every_rule);
   tcase_add_test(tc, a_live_reservation_costs_under_0_95_of_a_shared_dict_entry);
+  tcase_add_test(tc, strings_of_max_string_bytes_come_back_whole);
   suite_add_tcase(s, tc);
   return s;
 }
