@@ -29,6 +29,14 @@ static inline int64_t bench_cpu_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* CPU nanoseconds used by the calling thread alone: what a caller pays,
+ * without the dispatcher threads' work (which is the same whatever calls). */
+static inline int64_t bench_thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* The MongoDB URI scripts/with-mongo hands us, or NULL. */
 static inline const char *bench_uri(void) {
   const char *uri = getenv("RESV_TEST_URI");

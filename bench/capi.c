@@ -124,7 +124,7 @@ static int run_mongo(int calls) {
     if (!resv_call(type, &r, &a, &err)) bench_die("reserve", &err);
     resv_answer_clear(&a);
   }
-  int64_t c0 = bench_cpu_ns(), t0 = bench_wall_ns();
+  int64_t c0 = bench_cpu_ns(), t0 = bench_wall_ns(), m0 = bench_thread_cpu_ns();
   int submitted = 0, finished = 0;
   resv_job_t *done[IN_FLIGHT];
   while (finished < calls) {
@@ -143,11 +143,12 @@ static int run_mongo(int calls) {
     }
     finished += (int)n;
   }
-  int64_t c1 = bench_cpu_ns(), t1 = bench_wall_ns();
+  int64_t c1 = bench_cpu_ns(), t1 = bench_wall_ns(), m1 = bench_thread_cpu_ns();
   printf("== 3c. C API on MongoDB, %d reserves, %d in flight (resv_submit + inbox)\n",
          calls, IN_FLIGHT);
   printf("figure c_mongo_cpu_ns %.1f\n", (double)(c1 - c0) / calls);
   printf("figure c_mongo_wall_ns %.1f\n", (double)(t1 - t0) / calls);
+  printf("figure c_mongo_caller_cpu_ns %.1f\n", (double)(m1 - m0) / calls);
   resv_inbox_destroy(inbox);
   resv_store_close(store);
   for (int i = 0; i < IN_FLIGHT; i++) free(keys[i]);

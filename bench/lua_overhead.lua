@@ -1,7 +1,7 @@
 -- bench/lua_overhead.lua: what the Lua API adds to the C API per call.
 --
 --   luajit bench/lua_overhead.lua memory KEYS c_new c_again c_conflict c_submit
---   luajit bench/lua_overhead.lua mongo CALLS c_cpu_ns     (RESV_TEST_URI set)
+--   luajit bench/lua_overhead.lua mongo CALLS c_cpu_ns c_caller_cpu_ns (RESV_TEST_URI set)
 --
 -- The c_* figures are bench/capi's, measured in the same run just before.
 -- memory: the same calls as capi memory (reserve new keys, reserve them
@@ -38,8 +38,15 @@ int clock_gettime(int clk, bench_timespec *ts);
 ]]
 local ts = ffi.new("bench_timespec")
 local CLOCK_MONOTONIC = 1
+local CLOCK_THREAD_CPUTIME_ID = 3
 now_ns = function()
   ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+end
+-- The CPU of this thread alone (the dispatcher threads' is the same work
+-- whoever calls): what the Lua layer adds shows here without their noise.
+local function thread_cpu_ns()
+  ffi.C.clock_gettime(CLOCK_THREAD_CPUTIME_ID, ts)
   return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
 end
 
@@ -105,7 +112,7 @@ if mode == "memory" then
   print(string.format("  goal < 3 us extra per call: %s (worst +%.2f us)",
                       worst < 3000 and "met" or "NOT met", worst / 1000))
 elseif mode == "mongo" then
-  local calls, c_cpu = tonumber(arg[2]), tonumber(arg[3])
+  local calls, c_cpu, c_caller = tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4])
   local uri = assert(os.getenv("RESV_TEST_URI"), "RESV_TEST_URI is not set")
   local store = assert(resv.open { uri = uri, database = "bench_lua" })
   local users = assert(store:type("l" .. math.floor(now_ns()), "user"))
@@ -113,7 +120,7 @@ elseif mode == "mongo" then
   local keys = make_keys(IN_FLIGHT)
   for i = 1, IN_FLIGHT do assert(users:reserve(keys[i], OWNER, "req-1", 60000)) end
   local per = math.floor(calls / IN_FLIGHT)
-  local c0, t0 = os.clock(), now_ns()
+  local c0, t0, m0 = os.clock(), now_ns(), thread_cpu_ns()
   for j = 1, IN_FLIGHT do
     resv.spawn(function()
       for _ = 1, per do
@@ -125,12 +132,17 @@ elseif mode == "mongo" then
   assert(resv.run())
   local done = per * IN_FLIGHT
   local cpu = (os.clock() - c0) * 1e9 / done
+  local caller = (thread_cpu_ns() - m0) / done
   local wall = (now_ns() - t0) / done
   print(string.format("== 3c. Lua API over the C API on MongoDB, %d reserves, %d coroutines (spawn/yield/resume)", done, IN_FLIGHT))
   print(string.format("  %-44s %9s %9s %8s %7s", "client CPU per call", "Lua ns", "C ns", "+us", "ratio"))
   line("reserve (submit, yield, resume, answer table)", cpu, c_cpu)
+  line("  the calling thread's CPU alone", caller, c_caller)
   print(string.format("  (wall per call %.0f us, bounded by the emulator)", wall / 1000))
-  print(string.format("  goal < 3 us extra per call: %s", cpu - c_cpu < 3000 and "met" or "NOT met"))
+  print(string.format("  goal < 3 us extra per call: %s (the calling thread: %+.2f us; the process: %+.2f us, "
+                      .. "whose dispatcher threads vary by more than that from run to run)",
+                      caller - c_caller < 3000 and "met" or "NOT met",
+                      (caller - c_caller) / 1000, (cpu - c_cpu) / 1000))
   store:close()
 else
   io.stderr:write("usage: see the comment at the top of bench/lua_overhead.lua\n")

@@ -45,7 +45,8 @@ run "$LUAJIT" bench/lua_overhead.lua memory 100000 \
 for i in 1 2 3; do
   c=$(scripts/with-mongo "$out/capi" mongo 2000)
   echo "$c" | tee -a "$results"
-  run scripts/with-mongo "$LUAJIT" bench/lua_overhead.lua mongo 2000 "$(fig c_mongo_cpu_ns <<<"$c")"
+  run scripts/with-mongo "$LUAJIT" bench/lua_overhead.lua mongo 2000 "$(fig c_mongo_cpu_ns <<<"$c")" \
+    "$(fig c_mongo_caller_cpu_ns <<<"$c")"
 done
 
 # 4. The memory store in nginx against ngx.shared.DICT:add.
