@@ -149,6 +149,11 @@ typedef struct resv__backend_ops {
   const char *name; /* "memory", "file", "mongodb" */
   /* True: execute runs on the caller's thread (no dispatcher). */
   bool runs_inline;
+  /* True: a store with a dispatcher still runs a blocking call (resv_call)
+   * on the caller's thread, which waits either way: execute needs nothing
+   * of a dispatcher thread (the file store with sync = disk, whose commit
+   * would only be waited for there, at the cost of two thread switches). */
+  bool blocking_inline;
   /* Per-type state, made when the store first hands out the type (under
    * the store's type lock) and freed at close. May be NULL. */
   bool (*type_init)(void *backend, resv_type_t *type, resv_error_t *err);

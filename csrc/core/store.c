@@ -695,7 +695,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
-  if (!store->pool) {
+  if (!store->pool || store->ops->blocking_inline) {
     if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
       return run_inline(type, req, answer, err);
     if (store->sampled && !resv__stats_sample()) {

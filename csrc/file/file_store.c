@@ -96,7 +96,6 @@ typedef struct env {
   /* Group commit (sync = disk): the queued writes and whether a commit is
    * under way. Guarded by gc_mutex. */
   pthread_mutex_t gc_mutex;
-  pthread_cond_t gc_cond;
   gc_op_t *gc_head, *gc_tail;
   bool gc_busy;
 } env_t;
@@ -117,6 +116,7 @@ struct gc_op {
   int64_t now;
   resv_answer_t *answer;
   resv_error_t *err;
+  pthread_cond_t wake; /* its commit is done, or it is to lead the next */
   bool ok;
   bool done;
 };
@@ -298,7 +298,6 @@ static void env_free(env_t *e) {
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
   pthread_mutex_destroy(&e->gc_mutex);
-  pthread_cond_destroy(&e->gc_cond);
   free(e);
 }
 
@@ -319,7 +318,6 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   pthread_rwlock_init(&e->resize, NULL);
   pthread_mutex_init(&e->setup, NULL);
   pthread_mutex_init(&e->gc_mutex, NULL);
-  pthread_cond_init(&e->gc_cond, NULL);
   atomic_init(&e->reader_check_at, 0);
   int rc = mdb_env_create(&e->mdb);
   if (rc) {
@@ -583,11 +581,15 @@ static void run_batch(env_t *e, gc_op_t *batch) {
 }
 
 /* Queues a write for the next group commit and waits for it: the first
- * waiter to find no commit under way commits everything queued. */
+ * waiter to find no commit under way commits everything queued. Each
+ * waiter sleeps on its own condition: the leader wakes the writes of its
+ * commit, and the first of those queued meanwhile to lead the next (one
+ * broadcast woke every waiter for each commit: a thundering herd). */
 static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
                           int64_t now, resv_answer_t *a, resv_error_t *err) {
   env_t *e = f->env;
   gc_op_t op = {.file = f, .ft = ft, .req = r, .now = now, .answer = a, .err = err};
+  pthread_cond_init(&op.wake, NULL);
   pthread_mutex_lock(&e->gc_mutex);
   if (e->gc_tail)
     e->gc_tail->next = &op;
@@ -596,7 +598,7 @@ static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t
   e->gc_tail = &op;
   while (!op.done) {
     if (e->gc_busy) {
-      pthread_cond_wait(&e->gc_cond, &e->gc_mutex);
+      pthread_cond_wait(&op.wake, &e->gc_mutex);
       continue;
     }
     gc_op_t *batch = e->gc_head;
@@ -607,12 +609,15 @@ static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t
     pthread_mutex_lock(&e->gc_mutex);
     for (gc_op_t *o = batch, *next; o; o = next) {
       next = o->next;
-      o->done = true; /* o may be gone once the lock is dropped */
+      /* o may be gone once the lock is dropped; it cannot go before. */
+      o->done = true;
+      if (o != &op) pthread_cond_signal(&o->wake);
     }
     e->gc_busy = false;
-    pthread_cond_broadcast(&e->gc_cond);
+    if (e->gc_head) pthread_cond_signal(&e->gc_head->wake);
   }
   pthread_mutex_unlock(&e->gc_mutex);
+  pthread_cond_destroy(&op.wake);
   return op.ok;
 }
 
@@ -797,6 +802,7 @@ static const resv__backend_ops_t process_ops = {
 static const resv__backend_ops_t disk_ops = {
     .name = "file",
     .runs_inline = false,
+    .blocking_inline = true,
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,
