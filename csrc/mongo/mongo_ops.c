@@ -21,9 +21,10 @@
  * "$" is data, not a field path. now is the store's clock, written in as
  * a literal: the server's clock is never read.
  *
- * abandon is two writes (pull the hold where F(key) and owner; delete
- * where F(key), owner, expires_at not null and holds empty), get one read
- * from the primary, release one delete. Every write's filter names _id,
+ * abandon is two writes (pull the hold where F(key) and owner, a
+ * findAndModify returning what the pull left, which decides the answer;
+ * delete where F(key), owner, expires_at not null and holds empty), get
+ * one read from the primary, release one delete. Every write's filter names _id,
  * tenant_id and key, so on a sharded cluster it routes to one shard.
  *
  * Every write's filter also carries the conformance predicate
@@ -657,16 +658,67 @@ static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
   return ok && resv__answer_status(answer, RESV_ABSENT, err);
 }
 
-/* abandon: pull our hold, then delete our pending reservation if that
- * left it without holds. */
+/* What abandon's pull found: the document as the $pull left it (the
+ * findAndModify's post-image, projected to expires_at and holds). */
+typedef enum pulled {
+  PULLED_NOTHING, /* no document of this owner (or none of this layout) */
+  PULLED_KEPT,    /* confirmed, or other holds left: the reservation stays */
+  PULLED_LAST     /* pending, and no hold left: the delete's to take */
+} pulled_t;
+
+/* The post-image value of the pull (a document, or null). */
+static pulled_t pulled_state(const bson_t *value) {
+  bson_iter_t it;
+  bool confirmed = false, held = false;
+
+  bson_iter_init(&it, value);
+  while (bson_iter_next(&it)) {
+    const char *name = bson_iter_key(&it);
+    if (strcmp(name, "expires_at") == 0) {
+      confirmed = BSON_ITER_HOLDS_NULL(&it);
+    } else if (strcmp(name, "holds") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+      bson_iter_t child;
+      held = bson_iter_recurse(&it, &child) && bson_iter_next(&child);
+    }
+  }
+  return confirmed || held ? PULLED_KEPT : PULLED_LAST;
+}
+
+/* abandon: the two writes of SPEC section 5, in its order. The answer is
+ * decided at the first, the pull, which is a findAndModify returning the
+ * document as the pull left it, so it says what the reservation was at
+ * the instant the hold went (abandon's linearization point):
+ *
+ *   - no document of this owner: absent (or format, absent_or_format);
+ *   - confirmed, or other holds left: kept, true at that instant;
+ *   - pending without holds: abandoned, whatever the delete then finds.
+ *     The delete removes it, unless someone changed it in between (the
+ *     owner's other attempt joined it, or confirmed and released it,
+ *     another owner took it over once expired, a sweep deleted it).
+ *     Abandoned is still the answer: the memory store, which abandons in
+ *     one step, deletes it at the pull's instant, and what came after
+ *     reads as if it came after that delete (a join then reads as a fresh
+ *     reservation, with the later of the two expiries).
+ *
+ * Answering from the delete instead (deleted ? abandoned : kept) said
+ * kept for a reservation gone by then (model/README.md, "What SPIN
+ * found"). The delete is sent after every pull that matched, kept ones
+ * included, as SPEC section 5 writes it: it cannot change the answer (a
+ * pending reservation without holds that it finds there was emptied by
+ * another abandon's pull, which answers abandoned itself), but it is the
+ * SPEC's second write and costs a kept abandon what it always cost. Its
+ * failure is the call's error either way, as before. */
 static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
                     resv_answer_t *answer, bool *set_up_gone,
                     resv_error_t *err) {
-  resv__bw_t fw, uw, gw, ow;
-  bson_t filter, update, gone, reply, opts;
+  mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
+  resv__bw_t fw, uw, pw, gw, ow;
+  bson_t filter, update, fields, gone, reply, opts;
+  bson_iter_t it;
   bson_error_t error;
-  int64_t matched = 0, deleted = 0;
+  pulled_t pulled = PULLED_NOTHING;
+  int64_t ms = resv__mongo_max_time_ms(deadline);
   size_t doc;
   bool ok;
 
@@ -682,6 +734,12 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   put_str(&uw, K("holds"), &r->attempt);
   resv__bw_end(&uw, doc);
   resv__bw_finish(&uw, &update);
+  /* { _id: 0, expires_at: 1, holds: 1 }: all the answer needs */
+  resv__bw_init(&pw);
+  resv__bw_int32(&pw, K("_id"), 0);
+  resv__bw_int32(&pw, K("expires_at"), 1);
+  resv__bw_int32(&pw, K("holds"), 1);
+  resv__bw_finish(&pw, &fields);
   /* F(key), owner: O, expires_at: { $ne: null }, holds: { $size: 0 },
    * conforming */
   resv__bw_init(&gw);
@@ -696,45 +754,57 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   put_conforms(&gw, m);
   resv__bw_finish(&gw, &gone);
   resv__bw_init(&ow);
-  if (!put_max_time(&ow, deadline, "abandon", err)) {
-    ok = false;
+
+  if (ms < 0) {
+    ok = resv__fail(err, RESV_ETIMEOUT, "abandon: deadline passed");
     goto done;
   }
-  resv__bw_finish(&ow, &opts);
-  ok = mongoc_collection_update_one(coll, &filter, &update, &opts, &reply,
-                                    &error);
-  if (ok)
-    matched = reply_count(&reply, "matchedCount");
-  else
+  mongoc_find_and_modify_opts_set_update(fam, &update);
+  mongoc_find_and_modify_opts_set_fields(fam, &fields);
+  mongoc_find_and_modify_opts_set_flags(fam, MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+  mongoc_find_and_modify_opts_set_max_time_ms(fam, (uint32_t)ms);
+  ok = mongoc_collection_find_and_modify_with_opts(coll, &filter, fam, &reply,
+                                                   &error);
+  if (!ok) {
     resv__mongo_fail_reply(m, err, &error, &reply, deadline, "abandon");
+  } else if (bson_iter_init_find(&it, &reply, "value") &&
+             BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    uint32_t len;
+    const uint8_t *data;
+    bson_t value;
+    bson_iter_document(&it, &len, &data);
+    if (bson_init_static(&value, data, len))
+      pulled = pulled_state(&value);
+    else
+      ok = resv__fail(err, RESV_ESERVER,
+                      "abandon: findAndModify returned a malformed document");
+  }
   bson_destroy(&reply);
-  if (ok) {
+  if (ok && pulled != PULLED_NOTHING) {
     /* The second write gets what is left. */
-    resv__bw_free(&ow);
-    resv__bw_init(&ow);
     if (!put_max_time(&ow, deadline, "abandon", err)) {
       ok = false;
       goto done;
     }
     resv__bw_finish(&ow, &opts);
     ok = mongoc_collection_delete_one(coll, &gone, &opts, &reply, &error);
-    if (ok)
-      deleted = reply_count(&reply, "deletedCount");
-    else
+    if (!ok)
       resv__mongo_fail_reply(m, err, &error, &reply, deadline, "abandon");
     bson_destroy(&reply);
   }
   if (!ok)
     ; /* err filled above */
-  else if (!matched)
+  else if (pulled == PULLED_NOTHING)
     ok = absent_or_format(m, coll, &r->key, deadline, answer, set_up_gone,
                           err);
   else
-    ok = resv__answer_status(answer, deleted ? RESV_ABANDONED : RESV_KEPT,
-                             err);
+    ok = resv__answer_status(
+        answer, pulled == PULLED_LAST ? RESV_ABANDONED : RESV_KEPT, err);
 done:
+  mongoc_find_and_modify_opts_destroy(fam);
   resv__bw_free(&ow);
   resv__bw_free(&gw);
+  resv__bw_free(&pw);
   resv__bw_free(&uw);
   resv__bw_free(&fw);
   return ok;

@@ -113,7 +113,7 @@ typedef struct fault {
 static const fault_t once[] = {
     {"closed connection, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"closeConnection\": true", 0},
     {"closed connection, confirm", RESV_OP_CONFIRM, "[\"findAndModify\"]", "\"closeConnection\": true", 0},
-    {"closed connection, abandon", RESV_OP_ABANDON, "[\"update\"]", "\"closeConnection\": true", 0},
+    {"closed connection, abandon", RESV_OP_ABANDON, "[\"findAndModify\"]", "\"closeConnection\": true", 0},
     {"closed connection, get", RESV_OP_GET, "[\"find\"]", "\"closeConnection\": true", 0},
     {"NotWritablePrimary, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"errorCode\": 10107", RESV_EUNAVAILABLE},
     {"HostUnreachable, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"errorCode\": 6", 0},
@@ -122,7 +122,7 @@ static const fault_t once[] = {
     {"ShutdownInProgress, release", RESV_OP_RELEASE, "[\"delete\"]", "\"errorCode\": 91", RESV_EUNAVAILABLE},
     {"HostUnreachable, get", RESV_OP_GET, "[\"find\"]", "\"errorCode\": 6", 0},
     {"PrimarySteppedDown, reserve", RESV_OP_RESERVE, "[\"findAndModify\"]", "\"errorCode\": 189", RESV_EUNAVAILABLE},
-    {"InterruptedDueToReplStateChange, abandon", RESV_OP_ABANDON, "[\"update\"]", "\"errorCode\": 11602", RESV_EUNAVAILABLE},
+    {"InterruptedDueToReplStateChange, abandon", RESV_OP_ABANDON, "[\"findAndModify\"]", "\"errorCode\": 11602", RESV_EUNAVAILABLE},
     {"InterruptedAtShutdown, confirm", RESV_OP_CONFIRM, "[\"findAndModify\"]", "\"errorCode\": 11600", RESV_EUNAVAILABLE},
     {"NotPrimaryNoSecondaryOk, get", RESV_OP_GET, "[\"find\"]", "\"errorCode\": 13435", RESV_EUNAVAILABLE},
     {"NotPrimaryOrSecondary, release", RESV_OP_RELEASE, "[\"delete\"]", "\"errorCode\": 13436", RESV_EUNAVAILABLE},
@@ -653,6 +653,170 @@ END_TEST
 START_TEST(a_store_used_after_fork_answers_closed_on_mongo) { fork_run(test_mongo_uri()); }
 END_TEST
 
+/* ---- between abandon's two writes ------------------------------------- */
+
+/* SPEC section 5's abandon is two writes, and anything may happen between
+ * them. The answer is decided at the first (the pull, whose findAndModify
+ * returns what it left): kept only when the reservation stayed then,
+ * abandoned when the pull took its last hold, whatever the delete finds.
+ * Before, abandon answered kept whenever the delete deleted nothing, for
+ * a reservation gone by then (model/README.md, "What SPIN found"). Here
+ * the store's delete is held on the server (failCommand's blockConnection,
+ * scoped to its appName) while a second store, on the same type, changes
+ * the key. */
+
+#define BLOCK_MS 2500
+
+typedef struct between {
+  char app[64];
+  resv_store_t *s, *other; /* s abandons; other acts between the writes */
+  resv_type_t *t, *ot;
+} between_t;
+
+static void between_open(between_t *b) {
+  static int n;
+  char aggregate[64];
+  resv_error_t err;
+  app_name(b->app, sizeof b->app, "between");
+  b->s = app_store(b->app, 10000);
+  b->other = emu_open(test_mongo_uri(), (resv_options_t){.threads = 2, .timeout_ms = 10000});
+  snprintf(aggregate, sizeof aggregate, "between%dx%d", (int)getpid(), n++);
+  b->t = resv_store_type(b->s, "test", 4, aggregate, strlen(aggregate), &err);
+  ck_assert_msg(b->t, "type: %s", err.message);
+  b->ot = resv_store_type(b->other, "test", 4, aggregate, strlen(aggregate), &err);
+  ck_assert_msg(b->ot, "type: %s", err.message);
+}
+
+static void between_close(between_t *b) {
+  fail_off();
+  resv_store_close(b->s);
+  resv_store_close(b->other);
+}
+
+static void reserve_for(resv_type_t *t, const char *owner, const char *attempt,
+                        int64_t ttl) {
+  resv_answer_t a = {0};
+  test_reserve(t, "k", owner, attempt, ttl, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+}
+
+/* Submits ann's abandon of attempt on b->s with its delete held BLOCK_MS
+ * on the server, and returns once its pull has landed: the key's holds
+ * (read through b->other) no longer name attempt, nholds_left of them. */
+static resv_job_t *abandon_held_before_its_delete(between_t *b, const char *attempt,
+                                                  size_t nholds_left) {
+  char block[64];
+  snprintf(block, sizeof block, "\"blockConnection\": true, \"blockTimeMS\": %d", BLOCK_MS);
+  fail_on(b->app, "{\"times\": 1}", "[\"delete\"]", block);
+  resv_request_t r = {.op = RESV_OP_ABANDON, .key = K("k"),
+                      .owner = test_owner("", "ann"), .attempt = resv_cstr(attempt)};
+  resv_job_t *job = resv_submit(b->t, &r, NULL, NULL);
+  ck_assert_ptr_nonnull(job);
+  int64_t start = resv__monotonic_ms();
+  for (;;) {
+    resv_answer_t a = {0};
+    test_get(b->ot, "k", &a);
+    bool pulled = a.status != RESV_ABSENT && a.nholds == nholds_left;
+    for (size_t i = 0; pulled && i < a.nholds; i++)
+      pulled = !test_str_is(a.holds[i], attempt);
+    resv_answer_clear(&a);
+    if (pulled) break;
+    ck_assert_msg(resv__monotonic_ms() - start < BLOCK_MS / 2,
+                  "the pull did not land within %d ms", BLOCK_MS / 2);
+    usleep(10 * 1000);
+  }
+  ck_assert_msg(!resv_job_done(job), "the abandon answered before its delete ran");
+  return job;
+}
+
+/* The abandon's answer, once its delete ran; the job must still have been
+ * held when the other store was done (else the test proved nothing). */
+static int32_t abandon_answer(resv_job_t *job) {
+  ck_assert_msg(!resv_job_done(job),
+                "the abandon's delete ran before the other store was done: "
+                "a loaded machine? (block %d ms)", BLOCK_MS);
+  ck_assert(resv_job_wait(job, 2 * BLOCK_MS + 10000));
+  const resv_error_t *err = resv_job_error(job);
+  ck_assert_msg(err->code == RESV_OK, "%s: %s", resv_code_name(err->code), err->message);
+  int32_t status = resv_job_answer(job)->status;
+  resv_job_destroy(job);
+  return status;
+}
+
+/* SPIN's trace: the pull takes the last hold; before the delete the
+ * owner confirms and releases. The reservation is gone: abandoned (at the
+ * pull, where it was pending without holds), never kept. */
+START_TEST(abandon_of_the_last_hold_answers_abandoned_when_confirmed_and_released_before_its_delete) {
+  between_t b;
+  resv_answer_t a = {0};
+  between_open(&b);
+  reserve_for(b.t, "ann", "a", 60000);
+  resv_job_t *job = abandon_held_before_its_delete(&b, "a", 0);
+  test_confirm(b.ot, "k", "ann", 3, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  resv_answer_clear(&a);
+  test_release(b.ot, "k", "ann", &a);
+  ck_assert_int_eq(a.status, RESV_RELEASED);
+  resv_answer_clear(&a);
+  int32_t status = abandon_answer(job);
+  ck_assert_msg(status == RESV_ABANDONED, "abandon answered %s for a reservation released "
+                "after its pull took the last hold", resv_status_name(status));
+  test_get(b.ot, "k", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  between_close(&b);
+}
+END_TEST
+
+/* The pull takes the last hold of a reservation about to expire; before
+ * the delete another owner takes the expired key over. Not kept: the
+ * key is bob's, and ann's abandon was the last of hers. */
+START_TEST(abandon_of_the_last_hold_answers_abandoned_when_taken_over_before_its_delete) {
+  between_t b;
+  resv_answer_t a = {0};
+  int64_t t0 = 1700000000000;
+  between_open(&b);
+  resv_store_set_time(b.s, t0);
+  resv_store_set_time(b.other, t0 + 5000);
+  reserve_for(b.t, "ann", "a", 1000);
+  resv_job_t *job = abandon_held_before_its_delete(&b, "a", 0);
+  reserve_for(b.ot, "bob", "b", 60000);
+  int32_t status = abandon_answer(job);
+  ck_assert_msg(status == RESV_ABANDONED, "abandon answered %s for a reservation another "
+                "owner took over after its pull", resv_status_name(status));
+  test_get(b.ot, "k", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, "bob"));
+  resv_answer_clear(&a);
+  between_close(&b);
+}
+END_TEST
+
+/* The pull leaves another hold: kept, true at the pull, though the other
+ * attempt confirms and the owner releases before the delete. (The old
+ * code answered kept here too; an abandon that answered from the delete
+ * alone, "deleted nothing: abandoned", would not.) */
+START_TEST(abandon_answers_kept_when_another_hold_stayed_at_its_pull) {
+  between_t b;
+  resv_answer_t a = {0};
+  between_open(&b);
+  reserve_for(b.t, "ann", "a", 60000);
+  reserve_for(b.t, "ann", "a2", 60000);
+  resv_job_t *job = abandon_held_before_its_delete(&b, "a", 1);
+  test_confirm(b.ot, "k", "ann", 3, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  resv_answer_clear(&a);
+  test_release(b.ot, "k", "ann", &a);
+  ck_assert_int_eq(a.status, RESV_RELEASED);
+  resv_answer_clear(&a);
+  int32_t status = abandon_answer(job);
+  ck_assert_msg(status == RESV_KEPT, "abandon answered %s, but a2 held the reservation "
+                "when its pull took a's hold", resv_status_name(status));
+  between_close(&b);
+}
+END_TEST
+
 Suite *faults_suite(void) {
   Suite *s = suite_create("faults");
   TCase *tc = tcase_create("failpoints");
@@ -666,6 +830,12 @@ Suite *faults_suite(void) {
   tcase_add_test(tc, a_full_queue_answers_busy_and_close_answers_every_call);
   tcase_add_test(tc, a_failed_set_up_is_retried_after_a_back_off_not_on_every_call);
   tcase_set_timeout(tc, 30);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("between abandon's writes");
+  tcase_add_test(tc, abandon_of_the_last_hold_answers_abandoned_when_confirmed_and_released_before_its_delete);
+  tcase_add_test(tc, abandon_of_the_last_hold_answers_abandoned_when_taken_over_before_its_delete);
+  tcase_add_test(tc, abandon_answers_kept_when_another_hold_stayed_at_its_pull);
+  tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
   tc = tcase_create("restart");
   tcase_add_test(tc, a_server_down_at_open_is_unavailable_at_once);
