@@ -21,8 +21,6 @@
  *                   that step (no operation runs on a clock read earlier)
  *   GRANT_ONLY      check the grants alone (not that every live belief stays
  *                   backed), so a run stops at the double grant itself
- *   CHECK_KEPT      also assert that abandon answers kept only while the
- *                   reservation stays: false today (model/README.md)
  *   M_*             a planted mutation; model/check.sh lists them */
 
 #ifndef ATT0
@@ -100,12 +98,13 @@ byte belief[NATT];
  *   hold_lost        a reservation deleted while an attempt of its owner
  *                    (one that joined between abandon's writes) believed it
  *                    live
+ *   kept_gone        abandon answered kept while the reservation was not
+ *                    (or no longer) its owner's: checked at the step that
+ *                    decides the answer
  * and the retry's own, on a local: tries < TRIES (the duplicate-key retry
  * never runs out of its bound). */
 bool double_grant, false_answer, confirmed_lost, hold_lost;
-#ifdef CHECK_KEPT
 bool kept_gone;
-#endif
 byte gi; /* a loop counter for the atomic steps; always 0 between them */
 Doc ans; /* the answer a step gives, for its checks; all 0 between steps */
 #define ANS_CLEAR ans.owner = 0; ans.confirmed = 0; ans.exp = 0; ans.version = 0; ans.holds = 0
@@ -421,56 +420,76 @@ inline upsert(op, a, k, arg, res) {
   d_step { now = 0; tries = 0 }
 }
 
-/* abandon: 1. pull the hold where F(key) and owner; 2. delete where F(key),
+/* abandon: 1. pull the hold where F(key) and owner, a findAndModify
+ * returning the document as the pull left it; 2. delete where F(key),
  * owner, expires_at not null, holds empty. Any step of anyone may come
- * between the two (but REPLAY joins them, as the memory store does).
- * Answer: deleted ? abandoned : matched ? kept : absent. */
+ * between the two (but REPLAY joins them, as the memory store does). The
+ * answer is decided at the pull, from what it left: no document of the
+ * owner, absent (and no delete); confirmed or other holds left, kept;
+ * pending without holds, abandoned, whatever the delete then finds. The
+ * delete is sent after every pull that matched, as mongo_ops.c does. */
+inline kept_check(a, k, res) {
+  kept_gone = res == KEPT && !(db[k].present && db[k].owner == aowner[a]);
+  assert(!kept_gone)
+}
+
 inline abandon(a, k, res) {
 #ifdef REPLAY
   atomic {
 #endif
   d_step {
     belief[a] = 0; /* the attempt gives its hold up: it counts on nothing */
-    matched = db[k].present && db[k].owner == aowner[a];
     if
-    :: matched -> db[k].holds = db[k].holds & ~BIT(a); wrote()
-    :: else -> skip
+    :: db[k].present && db[k].owner == aowner[a] ->
+       db[k].holds = db[k].holds & ~BIT(a); wrote();
+       if
+       :: db[k].confirmed || db[k].holds != 0 -> res = KEPT
+       :: else -> res = ABANDONED
+       fi
+    :: else -> res = ABSENT
     fi;
+#ifndef M_KEPT_LATE
+    kept_check(a, k, res);
+#endif
     backed()
   }
   await(res);
   if
   :: res == FAILED -> skip
-  :: else ->
+  :: res == ABSENT -> d_step { event(OP_ABANDON, a, k, clock, 0, res, db[k]) }
+  :: res == KEPT || res == ABANDONED ->
      d_step {
 #ifdef M_HOLDS
        /* Mutant: the delete without holds: {$size: 0}. */
        if
-       :: db[k].present && db[k].owner == aowner[a] && !db[k].confirmed -> res = ABANDONED
+       :: db[k].present && db[k].owner == aowner[a] && !db[k].confirmed ->
 #elif defined(M_NE_NULL)
        /* Mutant: the delete without expires_at: {$ne: null}. */
        if
-       :: db[k].present && db[k].owner == aowner[a] && db[k].holds == 0 -> res = ABANDONED
+       :: db[k].present && db[k].owner == aowner[a] && db[k].holds == 0 ->
 #else
        if
        :: db[k].present && db[k].owner == aowner[a] && !db[k].confirmed &&
-          db[k].holds == 0 -> res = ABANDONED
+          db[k].holds == 0 ->
 #endif
-       :: else -> res = (matched -> KEPT : ABSENT)
-       fi;
-#ifdef CHECK_KEPT
-       /* Not claimed (model/README.md, "What SPIN found"): kept means the
-        * reservation stays, yet it may be gone by now. */
-       kept_gone = res == KEPT && !(db[k].present && db[k].owner == aowner[a]);
-       assert(!kept_gone);
+#ifdef M_KEPT_LATE
+          res = ABANDONED;
 #endif
-       if
-       :: res == ABANDONED ->
           may_lose(k, false, 0);
           db[k].present = false; db[k].owner = 0; db[k].confirmed = false;
           db[k].exp = 0; db[k].holds = 0; db[k].version = 0; wrote()
-       :: else -> skip
+       :: else ->
+#ifdef M_KEPT_LATE
+          res = KEPT;
+#endif
+          skip
        fi;
+#ifdef M_KEPT_LATE
+       /* Mutant: the answer of the delete (deleted ? abandoned : kept),
+        * as abandon answered before: kept for a reservation gone by then
+        * (model/README.md, "What SPIN found"). */
+       kept_check(a, k, res);
+#endif
        event(OP_ABANDON, a, k, clock, 0, res, db[k]);
        backed()
      }
@@ -479,7 +498,7 @@ inline abandon(a, k, res) {
 #ifdef REPLAY
   }
 #endif
-  matched = false
+  res = res /* a statement to end on, after the fi */
 }
 
 /* release: delete where F(key) and owner. The owner's other attempts on
@@ -528,7 +547,6 @@ inline release(a, k, res) {
  * reservation expire. */
 proctype Attempt(byte a) {
   byte k, now, tries, res;
-  bool matched;
 #ifdef FAILOVER
   byte myseq;
 #endif
