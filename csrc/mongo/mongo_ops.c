@@ -707,7 +707,9 @@ static pulled_t pulled_state(const bson_t *value) {
  * pending reservation without holds that it finds there was emptied by
  * another abandon's pull, which answers abandoned itself), but it is the
  * SPEC's second write and costs a kept abandon what it always cost. Its
- * failure is the call's error either way, as before. */
+ * failure is the call's error either way, as before. A pull that matched
+ * nothing sends no delete: nothing of the owner's was there for it, and
+ * the read of absent_or_format follows instead. */
 static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
                     const resv_request_t *r, int64_t deadline,
                     resv_answer_t *answer, bool *set_up_gone,
