@@ -59,6 +59,29 @@ class FindAndModifyTest(EmulatorTest):
                              fields={'b': 1, 'c': 1})
         self.assertEqual(list(reply['value'].items()), [('_id', 1), ('b', 2), ('c', 3)])
 
+    def test_pull_post_image_projected_without_id(self):
+        # abandon's pull (csrc/mongo/mongo_ops.c): the post-image of a
+        # $pull, projected to expires_at and holds, _id excluded. MongoDB
+        # manual, "Project Fields to Return from Query": _id is returned
+        # unless the projection says _id: 0, the one exclusion an inclusion
+        # projection may hold; a field that is null is returned as null,
+        # one that is missing is left out.
+        self.coll.insert_one(SON([('_id', 1), ('owner', 'o'), ('expires_at', 5),
+                                  ('holds', ['a', 'b'])]))
+        self.coll.insert_one(SON([('_id', 2), ('owner', 'o'), ('expires_at', None),
+                                  ('version', 3)]))
+        fields = SON([('_id', 0), ('expires_at', 1), ('holds', 1)])
+        reply = self.run_fam(query={'_id': 1}, update={'$pull': {'holds': 'a'}}, new=True,
+                             fields=fields)
+        self.assertEqual(list(reply['value'].items()), [('expires_at', 5), ('holds', ['b'])])
+        reply = self.run_fam(query={'_id': 1}, update={'$pull': {'holds': 'b'}}, new=True,
+                             fields=fields)
+        self.assertEqual(list(reply['value'].items()), [('expires_at', 5), ('holds', [])])
+        reply = self.run_fam(query={'_id': 2}, update={'$pull': {'holds': 'a'}}, new=True,
+                             fields=fields)
+        self.assertEqual(list(reply['value'].items()), [('expires_at', None)])
+        self.assertEqual(reply['lastErrorObject'], {'n': 1, 'updatedExisting': True})
+
 
 if __name__ == '__main__':
     unittest.main()
