@@ -24,8 +24,9 @@
  * abandon is two writes (pull the hold where F(key) and owner, a
  * findAndModify returning what the pull left, which decides the answer;
  * delete where F(key), owner, expires_at not null and holds empty), get
- * one read from the primary, release one delete. Every write's filter names _id,
- * tenant_id and key, so on a sharded cluster it routes to one shard.
+ * one read from the primary, release one delete. Every write's filter
+ * names _id, tenant_id and key, so on a sharded cluster it routes to one
+ * shard.
  *
  * Every write's filter also carries the conformance predicate
  * (resv__mongo_conforms_new) as $expr: a document that is not a format-1
