@@ -29,7 +29,7 @@ static bool ascii_word(const unsigned char *p) {
 static bool all_ascii(const unsigned char *p, size_t n) {
   if (n < 8) {
     for (size_t i = 0; i < n; i++)
-      if (p[i] == 0 || p[i] >= 0x80) return false;
+      if ((unsigned char)(p[i] - 1) >= 0x7f) return false; /* 0, or 0x80 up */
     return true;
   }
   for (size_t i = 0; i + 8 < n; i += 8)
