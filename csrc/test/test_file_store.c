@@ -153,18 +153,31 @@ static pid_t spawn_writer(int id, int keys, int fds[2], int32_t sync) {
   return pid;
 }
 
-/* Reads every report left in the pipe (the writers are dead) into
- * owners[key] (the writer's id), failing on two owners for one key. */
-static int drain_reports(int fd, int *owners, int keys) {
+/* Reads every report in the pipe into owners[key] (the writer's id),
+ * failing on two owners for one key; with a type t, also checks each new
+ * report at once against the store: the key pending, the writer's (the
+ * clock stands still and the ttl is an hour, so nobody may take it). */
+static int drain_reports(int fd, int *owners, int keys, resv_type_t *t) {
   int32_t report[2];
   int n = 0;
+  resv_answer_t a = {0};
   while (read(fd, report, sizeof report) == sizeof report) {
     ck_assert(report[0] >= 0 && report[0] < keys);
     ck_assert_msg(owners[report[0]] < 0 || owners[report[0]] == report[1],
                   "k%d reserved by w%d and w%d", report[0], owners[report[0]], report[1]);
+    if (t && owners[report[0]] < 0) {
+      char key[32], owner[32];
+      snprintf(key, sizeof key, "k%d", report[0]);
+      snprintf(owner, sizeof owner, "w%d", report[1]);
+      test_get(t, key, &a);
+      ck_assert_msg(a.status == RESV_PENDING && test_str_is(a.owner_id, owner),
+                    "k%d: answered reserved to %s, now %s by %.*s", report[0], owner,
+                    resv_status_name(a.status), (int)a.owner_id.len, a.owner_id.ptr);
+    }
     owners[report[0]] = report[1];
     n++;
   }
+  resv_answer_clear(&a);
   return n;
 }
 
@@ -208,7 +221,7 @@ static void kill_and_check(int32_t sync, int rounds) {
     sleep_ms((round * 37) % 60);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    reports += drain_reports(fds[0], owners, KEYS);
+    reports += drain_reports(fds[0], owners, KEYS, NULL);
   }
   close(fds[1]);
   ck_assert_msg(reports >= rounds, "the writers answered only %d reservations", reports);
@@ -230,7 +243,8 @@ END_TEST
 /* Writers race on a small key space and are killed at random instants,
  * many times, while the test keeps calling: no call of the test ever waits
  * long (a dead writer holding LMDB's lock blocks nobody), no key is
- * reported reserved by two writers, every reported one is there. */
+ * reported reserved by two writers, and every answered reservation is
+ * there when its report is read (during the run) and at the end. */
 START_TEST(killed_writers_never_block_the_others_nor_lose_answers) {
   enum { KEYS = 300, WRITERS = 3, KILLS = 40 };
   int fds[2];
@@ -263,14 +277,14 @@ START_TEST(killed_writers_never_block_the_others_nor_lose_answers) {
     ck_assert_int_eq(a.status, RESV_RESERVED);
     int64_t took = resv__monotonic_ms() - start;
     if (took > slowest) slowest = took;
-    drain_reports(fds[0], owners, KEYS);
+    drain_reports(fds[0], owners, KEYS, t); /* each answer checked as it comes */
   }
   for (int w = 0; w < WRITERS; w++) {
     kill(pids[w], SIGKILL);
     waitpid(pids[w], NULL, 0);
   }
   close(fds[1]);
-  drain_reports(fds[0], owners, KEYS);
+  drain_reports(fds[0], owners, KEYS, t);
   close(fds[0]);
   /* Generous for a loaded machine; a blocked lock would hang for ever. */
   ck_assert_msg(slowest < 3000, "a call waited %lld ms", (long long)slowest);
