@@ -744,6 +744,16 @@ static int32_t abandon_answer(resv_job_t *job) {
   return status;
 }
 
+/* The owner confirms k and releases it, through the other store. */
+static void confirm_and_release(resv_type_t *t, const char *owner) {
+  resv_answer_t a = {0};
+  test_confirm(t, "k", owner, 3, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  test_release(t, "k", owner, &a);
+  ck_assert_int_eq(a.status, RESV_RELEASED);
+  resv_answer_clear(&a);
+}
+
 /* SPIN's trace: the pull takes the last hold; before the delete the
  * owner confirms and releases. The reservation is gone: abandoned (at the
  * pull, where it was pending without holds), never kept. */
@@ -753,12 +763,7 @@ START_TEST(abandon_of_the_last_hold_answers_abandoned_when_confirmed_and_release
   between_open(&b);
   reserve_for(b.t, "ann", "a", 60000);
   resv_job_t *job = abandon_held_before_its_delete(&b, "a", 0);
-  test_confirm(b.ot, "k", "ann", 3, &a);
-  ck_assert_int_eq(a.status, RESV_CONFIRMED);
-  resv_answer_clear(&a);
-  test_release(b.ot, "k", "ann", &a);
-  ck_assert_int_eq(a.status, RESV_RELEASED);
-  resv_answer_clear(&a);
+  confirm_and_release(b.ot, "ann");
   int32_t status = abandon_answer(job);
   ck_assert_msg(status == RESV_ABANDONED, "abandon answered %s for a reservation released "
                 "after its pull took the last hold", resv_status_name(status));
@@ -799,17 +804,11 @@ END_TEST
  * alone, "deleted nothing: abandoned", would not.) */
 START_TEST(abandon_answers_kept_when_another_hold_stayed_at_its_pull) {
   between_t b;
-  resv_answer_t a = {0};
   between_open(&b);
   reserve_for(b.t, "ann", "a", 60000);
   reserve_for(b.t, "ann", "a2", 60000);
   resv_job_t *job = abandon_held_before_its_delete(&b, "a", 1);
-  test_confirm(b.ot, "k", "ann", 3, &a);
-  ck_assert_int_eq(a.status, RESV_CONFIRMED);
-  resv_answer_clear(&a);
-  test_release(b.ot, "k", "ann", &a);
-  ck_assert_int_eq(a.status, RESV_RELEASED);
-  resv_answer_clear(&a);
+  confirm_and_release(b.ot, "ann");
   int32_t status = abandon_answer(job);
   ck_assert_msg(status == RESV_KEPT, "abandon answered %s, but a2 held the reservation "
                 "when its pull took a's hold", resv_status_name(status));
