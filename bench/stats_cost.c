@@ -3,8 +3,9 @@
  * store's hot path").
  *
  * One store, one process: rounds of calls alternate between counting on
- * (two monotonic clock reads, three adds to the thread's own slot) and
- * off (resv__store_set_counting, the same path but for one branch), so
+ * (an add to the thread's own slot; one call in RESV__SAMPLE_EVERY also
+ * reads the clock twice for the latency) and off
+ * (resv__store_set_counting, the same path but for one branch), so
  * both see the same machine at the same moment. Each round runs ROUND
  * calls of one kind: reserve of a new key then its release (a malloc, an
  * insert, a delete: two calls), get of a held key (the lightest call),
@@ -13,7 +14,10 @@
  * count that). Prints the median ns per call, off and on, and the median
  * of the ratios of each pair of neighbouring rounds (drift cancels).
  *
- *   build/bench/stats_cost [pairs of rounds, default 200]            */
+ *   build/bench/stats_cost [pairs of rounds, default 200] [aa]
+ *
+ * With "aa", the control: both sides of every pair uncounted, so the
+ * ratios show what the method itself sees (an A/A test).            */
 #include "bench.h"
 #include "internal.h"
 
@@ -65,9 +69,11 @@ static double round_ns(resv_type_t *t, kind_t kind, long *serial) {
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 200;
   if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 200;
+  bool control = argc > 2 && strcmp(argv[2], "aa") == 0;
   static const char *names[] = {"reserve+release new", "get (held key)", "reserve (join)"};
   printf("counters on the memory store's hot path: %d pairs of rounds of %d calls,"
-         " thread CPU time\n", rounds, ROUND);
+         " thread CPU time%s\n", rounds, ROUND,
+         control ? " (control: both sides off)" : "");
   printf("  %-20s %10s %10s %14s\n", "call", "off ns", "on ns", "on/off (pairs)");
   for (int kind = NEW_KEY; kind <= JOIN; kind++) {
     static double on[MAX_ROUNDS], off[MAX_ROUNDS], ratio[MAX_ROUNDS];
@@ -82,7 +88,7 @@ int main(int argc, char **argv) {
       /* Which side goes first alternates, so neither gains from order. */
       for (int side = 0; side < 2; side++) {
         bool counting = (side == 0) == (i % 2 == 0);
-        resv__store_set_counting(s, counting);
+        resv__store_set_counting(s, counting && !control);
         (counting ? on : off)[i] = round_ns(t, (kind_t)kind, &serial);
       }
       ratio[i] = on[i] / off[i];

@@ -135,10 +135,17 @@ void resv__stats_answer(resv__stats_t *stats, int32_t op, bool ok, int32_t what)
 void resv__stats_latency(resv__stats_t *stats, int32_t op, int64_t ns);
 /* The memory store's calls cost less than the two clock reads a latency
  * needs (49 ns each on this machine's VM against a 370 ns get), so its
- * histogram observes one call in RESV__SAMPLE_EVERY (64) per thread (a power
+ * histogram observes one call in RESV__SAMPLE_EVERY (256) per thread (a power
  * of two): true for the call to time. */
-#define RESV__SAMPLE_EVERY 64
-bool resv__stats_sample(void);
+#define RESV__SAMPLE_EVERY 256
+/* The tick of the calling thread (stats.c). Initial-exec TLS: a load from
+ * the thread pointer, where the default model cost a call to
+ * __tls_get_addr in the shared library; the few bytes come from the
+ * static TLS space glibc keeps for libraries loaded by dlopen. */
+extern _Thread_local unsigned resv__sample_tick __attribute__((tls_model("initial-exec")));
+static inline bool resv__stats_sample(void) {
+  return (++resv__sample_tick & (RESV__SAMPLE_EVERY - 1)) == 0;
+}
 void resv__stats_count(resv__stats_t *stats, int kind);
 /* Adds the counters into out (zeroed by the caller). */
 void resv__stats_sum(const resv__stats_t *stats, resv_stats_t *out);

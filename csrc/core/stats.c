@@ -1,18 +1,12 @@
-/* stats.c: a store's counters (SPEC section 13), cheap on the hot path.
- *
- * A call is counted on the thread that ends it, into that thread's slot:
- * each thread gets a slot number once (a thread-local), and the first
- * SLOTS - 1 threads of the process own theirs alone, so they add with a
- * relaxed load and store (no locked instruction, no shared cache line);
- * the threads after them share the last slot and add with a relaxed
- * fetch_add. resv_store_stats sums the slots. A reader may see a call's
- * status counted before its latency: each counter is exact, the set is
- * not a snapshot, as with any Prometheus exporter.
+/* stats.c: a store's counters (SPEC section 13), cheap on the hot path
+ * (the slots: stats.h). resv_store_stats sums the slots. A reader may see
+ * a call's status counted before its latency: each counter is exact, the
+ * set is not a snapshot, as with any Prometheus exporter.
  *
  * The latency buckets are kept per bucket (not cumulative) and made
  * cumulative when summed, so a call adds to one bucket only; the bounds
  * run from 1 µs (a memory-store call) to 10 s. */
-#include "internal.h"
+#include "stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,7 +16,7 @@ _Static_assert(RESV_STATS_OPS == RESV_OP_SWEEP + 1, "one row per op");
 _Static_assert(RESV_STATS_STATUSES == RESV_SWEPT + 1, "one column per status");
 _Static_assert(RESV_STATS_CODES == RESV_ENOMEM + 1, "one column per code");
 
-#define SLOTS 16
+#define SLOTS RESV__SLOTS
 #define OPS RESV_STATS_OPS
 #define BUCKETS RESV_STATS_BUCKETS
 
@@ -33,31 +27,18 @@ static const int64_t bounds_ns[BUCKETS - 1] = {
     10000000,  25000000,  50000000,  100000000,  250000000,  500000000,
     1000000000, 2500000000, 5000000000, 10000000000};
 
-typedef struct slot {
-  _Atomic uint64_t calls[OPS][RESV_STATS_STATUSES];
-  _Atomic uint64_t errors[OPS][RESV_STATS_CODES];
-  _Atomic uint64_t buckets[OPS][BUCKETS];
-  _Atomic uint64_t sum_ns[OPS];
-  _Atomic uint64_t counts[RESV__STAT_KINDS];
-} __attribute__((aligned(64))) slot_t;
-
-struct resv__stats {
-  int64_t slow_ns;
-  int64_t slow_ms;
-  _Atomic uint64_t slow; /* rare: one shared counter */
-  slot_t slots[SLOTS];
-};
+typedef resv__slot_t slot_t;
 
 static atomic_int next_slot;
-static _Thread_local int my_slot = -1;
+_Thread_local int resv__my_slot __attribute__((tls_model("initial-exec"))) = -1;
 
 /* This thread's slot number, and whether it owns it alone. */
 static int slot_index(bool *owned) {
-  int i = my_slot;
+  int i = resv__my_slot;
   if (i < 0) {
     i = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
     if (i >= SLOTS - 1) i = SLOTS - 1;
-    my_slot = i;
+    resv__my_slot = i;
   }
   *owned = i < SLOTS - 1;
   return i;
@@ -121,11 +102,7 @@ void resv__stats_answer(resv__stats_t *s, int32_t op, bool ok, int32_t what) {
   }
 }
 
-static _Thread_local unsigned sample_tick;
-
-bool resv__stats_sample(void) {
-  return (++sample_tick & (RESV__SAMPLE_EVERY - 1)) == 0;
-}
+_Thread_local unsigned resv__sample_tick __attribute__((tls_model("initial-exec")));
 
 void resv__stats_count(resv__stats_t *s, int kind) {
   if (!s || kind < 0 || kind >= RESV__STAT_KINDS) return;

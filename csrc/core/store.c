@@ -12,6 +12,7 @@
  * so that closing a store waits for the ones in progress on other threads
  * before it frees the backend. */
 #include "internal.h"
+#include "stats.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ struct resv_store {
   size_t max_string;
   resv__stats_t *stats; /* the counters of resv_store_stats (stats.c) */
   atomic_bool uncounted; /* bench/stats_cost.c's baseline: no counting */
-  bool sampled;          /* the memory store: time one call in 64 */
+  bool sampled;          /* the memory store: time one call in 256 */
   pthread_mutex_t types_mutex;
   /* The types by collection name: a chained hash table (linked through
    * type->next) that doubles when it holds as many types as buckets, so
@@ -700,7 +701,10 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
       return run_inline(type, req, answer, err);
     if (store->sampled && !resv__stats_sample()) {
       bool ok = run_inline(type, req, answer, err);
-      resv__stats_answer(store->stats, req->op, ok, ok ? answer->status : err->code);
+      if (ok)
+        resv__stats_answered(store->stats, req->op, answer->status);
+      else
+        resv__stats_answer(store->stats, req->op, false, err->code);
       return ok;
     }
     int64_t started = resv__now_ns();

@@ -123,7 +123,7 @@ START_TEST(test_calls_on_many_threads_all_count) {
   resv_stats_t st = stats_of(s);
   ck_assert_uint_eq(st.calls[RESV_OP_GET][RESV_ABSENT], (uint64_t)THREADS * CALLS);
   check_histograms(&st, true);
-  /* Each thread timed one call in 64 of its own. */
+  /* Each thread timed one call in RESV__SAMPLE_EVERY of its own. */
   ck_assert_uint_eq(st.latency[RESV_OP_GET][RESV_STATS_BUCKETS - 1],
                     (uint64_t)THREADS * (CALLS / RESV__SAMPLE_EVERY));
   resv_store_close(s);

@@ -150,7 +150,7 @@ function _M.render_many(list)
       end
     end)
   family("resv_call_duration_seconds", "histogram",
-    "Time from a call to its answer (the memory store observes one call in 64).",
+    "Time from a call to its answer (the memory store observes one call in 256).",
     function(st, emit)
       for _, op in ipairs(OPS) do
         local h = st.latency[op]
