@@ -16,16 +16,10 @@
 -- with the worker's resident set (/proc/self/statm) and, for resv, a and b
 -- the entries and bytes of store:stats(); for dict, a the zone's bytes in
 -- use (capacity - free_space, whole pages) and b its capacity.
-local ffi = require "ffi"
+local now_ns = require "clock"
 
-ffi.cdef [[
-typedef struct bench_churn_timespec { long tv_sec; long tv_nsec; } bench_churn_timespec;
-int clock_gettime(int clk, bench_churn_timespec *ts);
-]]
-local ts = ffi.new("bench_churn_timespec")
 local function now_s()
-  ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+  return now_ns() * 1e-9
 end
 
 local PAGE_KB = 4

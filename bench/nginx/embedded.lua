@@ -22,15 +22,7 @@ local resv = require "resv"
 
 local C = require "resv.ffi"
 
-ffi.cdef [[
-typedef struct bench_ngx_timespec { long tv_sec; long tv_nsec; } bench_ngx_timespec;
-int clock_gettime(int clk, bench_ngx_timespec *ts);
-]]
-local ts = ffi.new("bench_ngx_timespec")
-local function now_ns()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
-end
+local now_ns = require "clock"
 
 local _M = {}
 local store, store_raw, store_file
