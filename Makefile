@@ -132,9 +132,12 @@ tsan: deps
 
 # The fork tests' children are silent: a store inherited over fork() is
 # left to the parent that owns its threads and connections, by design.
+# --fair-sched=yes: valgrind runs one thread at a time, and its default lock
+# lets threads that never block starve the rest (its manual, "--fair-sched");
+# the stress suite's eight workers kept its main thread from stopping them.
 valgrind: deps $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
-	  --child-silent-after-fork=yes \
+	  --fair-sched=yes --child-silent-after-fork=yes \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
 	  --errors-for-leak-kinds=definite,indirect,possible $(O)/resv_tests
 
