@@ -117,7 +117,9 @@ size_t resv_inbox_drain(resv_inbox_t *inbox, resv_job_t **jobs, size_t max) {
     unlink_job(inbox, job);
     jobs[n++] = job;
   }
-  if (!inbox->head) reset_fd(inbox->fd);
+  /* The counter is zero whenever the list is empty (whoever empties it
+   * resets it), so a drain that found nothing makes no system call. */
+  if (n && !inbox->head) reset_fd(inbox->fd);
   pthread_mutex_unlock(&inbox->mutex);
   return n;
 }
