@@ -44,14 +44,6 @@ static int slot_index(bool *owned) {
   return i;
 }
 
-static inline void add(_Atomic uint64_t *c, uint64_t n, bool owned) {
-  if (owned)
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-                          memory_order_relaxed);
-  else
-    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-}
-
 int64_t resv__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -83,8 +75,8 @@ void resv__stats_latency(resv__stats_t *s, int32_t op, int64_t ns) {
   if (ns < 0) ns = 0;
   int b = 0;
   while (b < BUCKETS - 1 && ns > bounds_ns[b]) b++;
-  add(&slot->buckets[op][b], 1, owned);
-  add(&slot->sum_ns[op], (uint64_t)ns, owned);
+  resv__slot_add(&slot->buckets[op][b], 1, owned);
+  resv__slot_add(&slot->sum_ns[op], (uint64_t)ns, owned);
   if (ns > s->slow_ns) atomic_fetch_add_explicit(&s->slow, 1, memory_order_relaxed);
 }
 
@@ -95,10 +87,10 @@ void resv__stats_answer(resv__stats_t *s, int32_t op, bool ok, int32_t what) {
   slot_t *slot = &s->slots[slot_index(&owned)];
   if (ok) {
     if (what < 0 || what >= RESV_STATS_STATUSES) what = RESV_NONE;
-    add(&slot->calls[op][what], 1, owned);
+    resv__slot_add(&slot->calls[op][what], 1, owned);
   } else {
     if (what < 0 || what >= RESV_STATS_CODES) what = RESV_OK;
-    add(&slot->errors[op][what], 1, owned);
+    resv__slot_add(&slot->errors[op][what], 1, owned);
   }
 }
 
@@ -107,7 +99,7 @@ _Thread_local unsigned resv__sample_tick __attribute__((tls_model("initial-exec"
 void resv__stats_count(resv__stats_t *s, int kind) {
   if (!s || kind < 0 || kind >= RESV__STAT_KINDS) return;
   bool owned = false;
-  add(&s->slots[slot_index(&owned)].counts[kind], 1, owned);
+  resv__slot_add(&s->slots[slot_index(&owned)].counts[kind], 1, owned);
 }
 
 static uint64_t get(const _Atomic uint64_t *c) {

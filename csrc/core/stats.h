@@ -34,6 +34,16 @@ struct resv__stats {
  * Initial-exec, as resv__sample_tick (internal.h). */
 extern _Thread_local int resv__my_slot __attribute__((tls_model("initial-exec")));
 
+/* Adds n to counter c of a slot: a relaxed load and store when the thread
+ * owns the slot alone, else a relaxed fetch_add. */
+static inline void resv__slot_add(_Atomic uint64_t *c, uint64_t n, bool owned) {
+  if (owned)
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
 /* resv__stats_answer for a call answered with status, inline: a thread
  * that owns its slot adds without a call; the first count of a thread,
  * a shared slot and anything out of range take stats.c's way. */
@@ -44,9 +54,7 @@ static inline void resv__stats_answered(resv__stats_t *s, int32_t op, int32_t st
     resv__stats_answer(s, op, true, status);
     return;
   }
-  _Atomic uint64_t *c = &s->slots[i].calls[op][status];
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
+  resv__slot_add(&s->slots[i].calls[op][status], 1, true);
 }
 
 #endif
