@@ -71,11 +71,29 @@ static int32_t get_status(resv_type_t *t, const char *key) {
 
 /* ---- the memory store reclaims on its own ----------------------------- */
 
-START_TEST(test_memory_churn_stays_bounded_and_reclaimed_keys_are_absent) {
-  resv_options_t opt = {.sweep_grace_ms = 100};
+/* A memory store whose reservations may be reclaimed grace_ms after they
+ * expire. */
+static resv_store_t *memory_with_grace(int64_t grace_ms) {
+  resv_options_t opt = {.sweep_grace_ms = grace_ms};
   resv_error_t err;
   resv_store_t *s = resv_store_open(&opt, &err);
-  ck_assert_ptr_nonnull(s);
+  ck_assert_msg(s != NULL, "%s", err.message);
+  return s;
+}
+
+/* n gets of keys nobody holds: the calls that drive the reclaiming walk. */
+static void calls_elsewhere(resv_type_t *t, int n) {
+  resv_answer_t a = {0};
+  char key[32];
+  for (int i = 0; i < n; i++) {
+    snprintf(key, sizeof key, "other%d", i);
+    test_get(t, key, &a);
+  }
+  resv_answer_clear(&a);
+}
+
+START_TEST(test_memory_churn_stays_bounded_and_reclaimed_keys_are_absent) {
+  resv_store_t *s = memory_with_grace(100);
   resv_type_t *t = test_fresh_type(s, "churn");
   resv_answer_t a = {0};
   int64_t now = T0, entries, bytes, peak_entries = 0, peak_bytes = 0;
@@ -109,29 +127,19 @@ START_TEST(test_memory_churn_stays_bounded_and_reclaimed_keys_are_absent) {
 END_TEST
 
 START_TEST(test_memory_reclaims_neither_confirmed_nor_within_the_grace) {
-  resv_options_t opt = {.sweep_grace_ms = 100};
-  resv_error_t err;
-  resv_store_t *s = resv_store_open(&opt, &err);
-  ck_assert_ptr_nonnull(s);
+  resv_store_t *s = memory_with_grace(100);
   resv_type_t *t = test_fresh_type(s, "keep");
   resv_answer_t a = {0};
-  char key[32];
   resv_store_set_time(s, T0);
   test_confirm(t, "confirmed", "o", 3, &a);
   test_reserve(t, "in-grace", "o", "a", 10, &a);
   /* In the grace: expired, but kept whatever the walk visits. */
   resv_store_set_time(s, T0 + 10 + 99);
-  for (int i = 0; i < 20000; i++) {
-    snprintf(key, sizeof key, "other%d", i);
-    test_get(t, key, &a);
-  }
+  calls_elsewhere(t, 20000);
   ck_assert_int_eq(get_status(t, "in-grace"), RESV_EXPIRED);
   /* Past it, many calls later: gone; the confirmed one stays. */
   resv_store_set_time(s, T0 + 10 + 100);
-  for (int i = 0; i < 20000; i++) {
-    snprintf(key, sizeof key, "other%d", i);
-    test_get(t, key, &a);
-  }
+  calls_elsewhere(t, 20000);
   ck_assert_int_eq(get_status(t, "in-grace"), RESV_ABSENT);
   ck_assert_int_eq(get_status(t, "confirmed"), RESV_CONFIRMED);
   resv_store_set_time(s, T0 + INT64_C(1000000000));
@@ -146,10 +154,7 @@ START_TEST(test_memory_reclaims_short_ttls_behind_long_ones) {
   /* The walk is skipped while no pending entry of a stripe can be past the
    * grace (its bound); entries with a long ttl, then short ones, then the
    * clock past the short ones: the short ones go, the long ones stay. */
-  resv_options_t opt = {.sweep_grace_ms = 100};
-  resv_error_t err;
-  resv_store_t *s = resv_store_open(&opt, &err);
-  ck_assert_ptr_nonnull(s);
+  resv_store_t *s = memory_with_grace(100);
   resv_type_t *t = test_fresh_type(s, "mixed");
   resv_answer_t a = {0};
   int64_t entries = 0, bytes = 0;
@@ -161,19 +166,13 @@ START_TEST(test_memory_reclaims_short_ttls_behind_long_ones) {
   }
   /* Past the long ones' first rounds: calls that reclaim nothing. */
   resv_store_set_time(s, T0 + 1000);
-  for (int i = 0; i < 20000; i++) {
-    snprintf(key, sizeof key, "other%d", i);
-    test_get(t, key, &a);
-  }
+  calls_elsewhere(t, 20000);
   for (int i = 0; i < 2000; i++) {
     snprintf(key, sizeof key, "short%d", i);
     test_reserve(t, key, "o", "a", 10, &a);
   }
   resv_store_set_time(s, T0 + 1000 + 10 + 100);
-  for (int i = 0; i < 40000; i++) {
-    snprintf(key, sizeof key, "other%d", i);
-    test_get(t, key, &a);
-  }
+  calls_elsewhere(t, 40000);
   ck_assert(resv__store_usage(s, &entries, &bytes));
   ck_assert_int_eq(entries, 2000);
   ck_assert_int_eq(get_status(t, "short0"), RESV_ABSENT);
