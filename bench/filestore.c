@@ -87,6 +87,18 @@ static double pass(resv_type_t *t, int n, const char *owner, int32_t expect) {
   return (double)(t1 - t0) / n;
 }
 
+/* LMDB's own environment on dir (4 named databases, a 4 GiB map), with
+ * flags; exits saying what for when LMDB refuses. */
+static MDB_env *lmdb_open(unsigned flags, const char *what) {
+  MDB_env *env;
+  if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
+      mdb_env_set_mapsize(env, (size_t)4 << 30) || mdb_env_open(env, dir, flags, 0600)) {
+    fprintf(stderr, "bench: LMDB: cannot open %s\n", what);
+    exit(1);
+  }
+  return env;
+}
+
 /* ---- 1. inline calls ---------------------------------------------------- */
 
 /* The floor under the file store's reserve of a new key: LMDB alone, each
@@ -97,13 +109,10 @@ static double lmdb_floor(int n) {
   double ns[ROUNDS];
   for (int round = 0; round < ROUNDS; round++) {
     fresh_dir();
-    MDB_env *env;
+    MDB_env *env = lmdb_open(MDB_NOTLS | MDB_NOSYNC, "the floor's environment");
     MDB_txn *txn;
     MDB_dbi dbi;
-    if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
-        mdb_env_set_mapsize(env, (size_t)4 << 30) ||
-        mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0600) ||
-        mdb_txn_begin(env, NULL, 0, &txn) || mdb_dbi_open(txn, "floor", MDB_CREATE, &dbi) ||
+    if (mdb_txn_begin(env, NULL, 0, &txn) || mdb_dbi_open(txn, "floor", MDB_CREATE, &dbi) ||
         mdb_txn_commit(txn)) {
       fprintf(stderr, "bench: LMDB floor: cannot open\n");
       exit(1);
@@ -168,13 +177,11 @@ static void bytes_per_reservation(int n) {
   resv_store_t *fs = open_store(dir, RESV_SYNC_PROCESS, 1);
   pass(type_of(fs, "bytes"), n, "owner-0001", RESV_RESERVED);
   resv_store_close(fs);
-  MDB_env *env;
+  MDB_env *env = lmdb_open(MDB_RDONLY, "the store");
   MDB_txn *txn;
   MDB_dbi dbi;
   MDB_stat st;
-  if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
-      mdb_env_set_mapsize(env, (size_t)4 << 30) || mdb_env_open(env, dir, MDB_RDONLY, 0) ||
-      mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) ||
+  if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) ||
       mdb_dbi_open(txn, "wow_reservation__bench__bytes", 0, &dbi) || mdb_stat(txn, dbi, &st)) {
     fprintf(stderr, "bench: cannot read the store with LMDB\n");
     exit(1);
@@ -251,9 +258,9 @@ static double run_writers(int n, double seconds, bool grouped) {
     t = type_of(s, "disk");
   } else {
     MDB_txn *txn;
-    if (mdb_env_create(&env) || mdb_env_set_mapsize(env, (size_t)4 << 30) ||
-        mdb_env_open(env, dir, 0, 0660) || mdb_txn_begin(env, NULL, 0, &txn) ||
-        mdb_dbi_open(txn, NULL, 0, &dbi) || mdb_txn_commit(txn)) {
+    env = lmdb_open(0, "the baseline's environment");
+    if (mdb_txn_begin(env, NULL, 0, &txn) || mdb_dbi_open(txn, NULL, 0, &dbi) ||
+        mdb_txn_commit(txn)) {
       fprintf(stderr, "bench: cannot open LMDB\n");
       exit(1);
     }
