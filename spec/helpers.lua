@@ -108,6 +108,10 @@ function _M.in_mode(mode, fn)
   end)
   local ok, failures = resv.run()
   if not ok then
+    -- A failed assertion of busted's is a table: its message says what.
+    for i, f in ipairs(failures) do
+      failures[i] = type(f) == "table" and tostring(f.message or f) or f
+    end
     error(table.concat(failures, "\n"), 2)
   end
   assert(results, "the spawned function did not finish")

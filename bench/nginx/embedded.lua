@@ -7,6 +7,8 @@
 --   resv reserve, new keys    users:reserve(key, owner)   -> "reserved"
 --   dict add, existing keys   dict:add(key, other owner)  -> false, "exists"
 --   resv reserve, held keys   users:reserve(key, other)   -> "conflict"
+--   the same two, each answer into one reused table ({ into = r }), on a
+--   type of their own
 -- timed with clock_gettime(CLOCK_MONOTONIC) through the FFI (ngx.now has
 -- millisecond steps). users:reserve is what lua/resv.lua ships: on the
 -- memory store (which answers inline) it calls resv_call into the module's
@@ -82,11 +84,11 @@ local function dict_pass(dict, names, value, expect)
   return (now_ns() - t0) / n
 end
 
-local function resv_pass(users, keys, owner, expect)
+local function resv_pass(users, keys, owner, expect, opts)
   local n = #keys
   local t0 = now_ns()
   for i = 1, n do
-    local r, err = users:reserve(keys[i], owner, "req-1", 60000)
+    local r, err = users:reserve(keys[i], owner, "req-1", 60000, opts)
     if not r or r.status ~= expect then error("reserve: " .. tostring(err)) end
   end
   return (now_ns() - t0) / n
@@ -106,7 +108,9 @@ function _M.run()
     keys[i] = { tenant = "", namespace = "email", key = "user" .. i .. "@example.com" }
   end
   local f = { dict_new = {}, resv_new = {}, dict_conflict = {}, resv_conflict = {},
+              into_new = {}, into_conflict = {},
               raw_new = {}, raw_conflict = {}, file_new = {}, file_conflict = {} }
+  local into = { into = {} }
   for round = 1, rounds do
     rounds_done = rounds_done + 1
     dict:flush_all()
@@ -117,6 +121,9 @@ function _M.run()
     f.resv_new[round] = resv_pass(users, keys, OWNER, "reserved")
     f.dict_conflict[round] = dict_pass(dict, names, OTHER_VALUE, false)
     f.resv_conflict[round] = resv_pass(users, keys, OTHER, "conflict")
+    local reused = assert(store:type("bench", "i" .. rounds_done))
+    f.into_new[round] = resv_pass(reused, keys, OWNER, "reserved", into)
+    f.into_conflict[round] = resv_pass(reused, keys, OTHER, "conflict", into)
     local raw = assert(store_raw:type("bench", "r" .. rounds_done))
     f.raw_new[round] = raw_pass(raw, keys, OWNER, C.RESV_RESERVED)
     f.raw_conflict[round] = raw_pass(raw, keys, OTHER, C.RESV_CONFLICT)
@@ -126,11 +133,11 @@ function _M.run()
   end
   local out = {}
   for _, name in ipairs { "dict_new", "resv_new", "dict_conflict", "resv_conflict",
-                          "raw_new", "raw_conflict", "file_new", "file_conflict" } do
+                          "into_new", "into_conflict", "raw_new", "raw_conflict", "file_new", "file_conflict" } do
     f[name] = median(f[name])
     out[#out + 1] = string.format("figure %s_ns %.1f", name, f[name])
   end
-  for _, v in ipairs { "resv", "raw", "file" } do
+  for _, v in ipairs { "resv", "into", "raw", "file" } do
     out[#out + 1] = string.format("figure %s_new_ratio %.3f", v, f.dict_new / f[v .. "_new"])
     out[#out + 1] = string.format("figure %s_conflict_ratio %.3f", v,
                                   f.dict_conflict / f[v .. "_conflict"])

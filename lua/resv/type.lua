@@ -31,7 +31,7 @@ local tnt = require "resv.tarantool"
 
 local error = error
 local type = type
-local pairs = pairs
+local next = next
 local tostring = tostring
 local tonumber = tonumber
 local getmetatable = getmetatable
@@ -127,51 +127,110 @@ local function holds_array(a)
   return holds
 end
 
--- Converts a resv_answer_t to the table of SPEC section 9. A reserve or
--- confirm passes its own owner (ot, oid) and attempt: a `reserved` or
--- `confirmed` answer is always that owner's, and a reservation held by one
--- attempt is held by this one, so those strings are reused instead of
--- copied out of C again. Each shape is made by one constructor, which
--- sizes the table once (LuaJIT), instead of growing it field by field.
-local function answer_table(a, ot, oid, attempt)
+-- An answer into the caller's table t ({ into = t }): every field of an
+-- answer is set, those of other shapes to nil, and t's own owner and holds
+-- tables are reused, so a call that has one allocates nothing.
+local function fill(t, status, owner, state, expires_at, holds, version, count)
+  t.status, t.owner, t.state, t.expires_at = status, owner, state, expires_at
+  t.holds, t.version, t.count = holds, version, count
+  return t
+end
+
+local function owner_into(t, tenant, id)
+  if type(t) ~= "table" then
+    return { tenant = tenant, id = id }
+  end
+  t.tenant, t.id = tenant, id
+  return t
+end
+
+local function holds_into(t, a, mine)
+  if type(t) ~= "table" then
+    t = {}
+  end
+  local n = tonumber(a.nholds)
+  if mine and n == 1 then
+    t[1] = mine
+  else
+    local h = a.holds
+    for i = 1, n do
+      t[i] = lua_string(h[i - 1])
+    end
+  end
+  for i = #t, n + 1, -1 do
+    t[i] = nil
+  end
+  return t
+end
+
+-- Converts a resv_answer_t to the table of SPEC section 9, or into the
+-- caller's table `into`. A reserve or confirm passes its own owner (ot,
+-- oid) and attempt: a `reserved` or `confirmed` answer is always that
+-- owner's, and a reservation held by one attempt is held by this one, so
+-- those strings are reused instead of copied out of C again. Each fresh
+-- shape is made by one constructor, which sizes the table once (LuaJIT),
+-- instead of growing it field by field.
+local function answer_table(a, ot, oid, attempt, into)
   local status = status_names[a.status] or tostring(a.status)
   local state = a.state
   if state == STATE_NONE then
-    if a.status == STATUS_SWEPT then
-      return { status = status, count = exact(a.count) }
+    local count = a.status == STATUS_SWEPT and exact(a.count) or nil
+    if into then
+      return fill(into, status, nil, nil, nil, nil, nil, count)
+    end
+    if count then
+      return { status = status, count = count }
     end
     return { status = status }
   end
   local conflict = status == "conflict"
+  local mine = ot ~= nil and not conflict
   local owner
-  if ot ~= nil and not conflict then
+  if into then
+    if mine then
+      owner = owner_into(into.owner, ot, oid)
+    else
+      owner = owner_into(into.owner, lua_string(a.owner_tenant), lua_string(a.owner_id))
+    end
+  elseif mine then
     owner = { tenant = ot, id = oid }
   else
     owner = owner_table(a)
   end
   if state == STATE_PENDING then
+    local expires_at = exact(a.expires_at)
     if conflict then
-      return { status = status, owner = owner, state = PENDING,
-               expires_at = exact(a.expires_at) }
+      if into then
+        return fill(into, status, owner, PENDING, expires_at)
+      end
+      return { status = status, owner = owner, state = PENDING, expires_at = expires_at }
     end
     local holds
-    if ot ~= nil and a.nholds == 1 then
+    if into then
+      return fill(into, status, owner, nil, expires_at,
+                  holds_into(into.holds, a, mine and attempt))
+    elseif mine and a.nholds == 1 then
       holds = { attempt }
     else
       holds = holds_array(a)
     end
-    return { status = status, owner = owner, expires_at = exact(a.expires_at),
-             holds = holds }
+    return { status = status, owner = owner, expires_at = expires_at, holds = holds }
   end
+  local version = exact(a.version)
   if conflict then
-    return { status = status, owner = owner, state = CONFIRMED,
-             version = exact(a.version) }
+    if into then
+      return fill(into, status, owner, CONFIRMED, nil, nil, version)
+    end
+    return { status = status, owner = owner, state = CONFIRMED, version = version }
   end
-  return { status = status, owner = owner, version = exact(a.version) }
+  if into then
+    return fill(into, status, owner, nil, nil, nil, version)
+  end
+  return { status = status, owner = owner, version = version }
 end
 
 -- Reads a finished job, frees it and returns the answer or nil, err.
-local function finish_job(job, ot, oid, attempt)
+local function finish_job(job, ot, oid, attempt, into)
   local err = resv_job_error(job)
   local res, msg
   if err ~= nil and err.code ~= 0 then
@@ -181,7 +240,7 @@ local function finish_job(job, ot, oid, attempt)
     if a == nil then
       msg = "server: the job finished without an answer"
     else
-      res = answer_table(a, ot, oid, attempt)
+      res = answer_table(a, ot, oid, attempt, into)
     end
   end
   ffi_gc(job, nil)
@@ -200,26 +259,41 @@ end
 ---------------------------------------------------------------------------
 -- Arguments
 
--- The per-call options { timeout_ms = n }: the call's deadline in ms, or
--- 0 for the store's. Returns it, or nil and an error.
-local function call_timeout(opts)
+-- The per-call options { timeout_ms = n, into = t }: the call's deadline
+-- in ms, or 0 for the store's, and the table to answer into, or nil.
+-- Returns them, or nil and an error.
+local KNOWN_OPTION = { timeout_ms = true, into = true }
+local function call_opts(opts)
   if opts == nil then
     return 0
   end
   if type(opts) ~= "table" then
     return nil, expected("options", "a table", opts)
   end
-  for name in pairs(opts) do
-    if name ~= "timeout_ms" then
-      return nil, "invalid: unknown call option " .. tostring(name)
+  -- At most two fields, both known (three next()s: a loop here would stop
+  -- the JIT compiler at its unroll limit and run the call interpreted).
+  local name = next(opts)
+  if name ~= nil and KNOWN_OPTION[name] then
+    name = next(opts, name)
+    if name ~= nil and KNOWN_OPTION[name] then
+      name = next(opts, name)
     end
+  end
+  if name ~= nil then
+    return nil, "invalid: unknown call option " .. tostring(name)
+  end
+  local into = opts.into
+  if into ~= nil and type(into) ~= "table" then
+    return nil, expected("into", "a table", into)
   end
   local ms = opts.timeout_ms
   if ms == nil then
-    return 0
+    return 0, into
   end
-  return check_integer("timeout_ms", ms, 1, MAX_TIMEOUT_MS,
-                       "an integer from 1 to " .. MAX_TIMEOUT_MS)
+  local err
+  ms, err = check_integer("timeout_ms", ms, 1, MAX_TIMEOUT_MS,
+                          "an integer from 1 to " .. MAX_TIMEOUT_MS)
+  return ms, ms and into or err
 end
 
 -- Checks a string read from a caller's table (nil takes the default).
@@ -270,8 +344,8 @@ end
 -- Runs one call on type t and waits as the context allows. mine: a reserve
 -- or confirm, whose answer names the caller's owner (ot, oid) and attempt.
 local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, mine)
-  local timeout, err = call_timeout(opts)
-  if not timeout then return nil, err end
+  local timeout, into = call_opts(opts)
+  if not timeout then return nil, into end
   -- The owner an answer may reuse: only a reserve's or confirm's.
   local aot = mine and ot or nil
   local inline = t.inline
@@ -283,10 +357,10 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
                           #attempt, attempt, answer_buf, err_buf) then
       return nil, error_string(err_buf)
     end
-    return answer_table(answer_buf, aot, oid, attempt)
+    return answer_table(answer_buf, aot, oid, attempt, into)
   end
 
-  local inbox
+  local inbox, err
   if spawned then
     inbox, err = get_inbox()
     if inbox == nil then
@@ -322,7 +396,7 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
       return give_up(job, started)
     end
   end
-  return finish_job(job, aot, oid, attempt)
+  return finish_job(job, aot, oid, attempt, into)
 end
 
 ---------------------------------------------------------------------------
