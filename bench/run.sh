@@ -50,7 +50,7 @@ for i in 1 2 3; do
 done
 
 # 4. The memory store in nginx against ngx.shared.DICT:add.
-run bench/nginx_embedded.sh 100000 5
+run bench/nginx_embedded.sh 100000 15
 
 # 5. Overlap under a fixed write latency, T = 1..16; plot.
 run env BENCH_OUT="$out" scripts/with-mongo "$out/overlap" 50 20 1 2 4 8 16
