@@ -60,6 +60,7 @@
  * read transaction it begins (about 61 bytes each), so not more. */
 #define MAX_TYPES 256
 #define MAX_READERS 1024 /* read transactions at once, all processes */
+#define IDLE_READERS 8   /* reset read transactions kept for renewal */
 #define RECLAIM_STEPS 2  /* records visited per write */
 #define RECLAIM_CHUNK 32  /* records visited per transaction when full: few
                            * pages each, freed for the next one */
@@ -92,6 +93,13 @@ typedef struct env {
    * exclusively. */
   pthread_rwlock_t resize;
   pthread_mutex_t setup; /* mdb_dbi_open's transactions, one at a time */
+  /* Read-only transactions reset for read_one to renew: each keeps its
+   * reader slot, so a renewal takes neither LMDB's reader mutex (shared by
+   * every process) nor the calloc of a transaction (room for MAX_TYPES
+   * databases). Guarded by idle_mutex. */
+  pthread_mutex_t idle_mutex;
+  MDB_txn *idle[IDLE_READERS];
+  int n_idle;
   _Atomic int64_t reader_check_at;
   /* Group commit (sync = disk): the queued writes and whether a commit is
    * under way. Guarded by gc_mutex. */
@@ -185,6 +193,38 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
 }
 
 static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
+
+/* A read-only transaction, renewed from the idle ones when there is one
+ * (else begun); end_read resets it and keeps it, up to IDLE_READERS. A
+ * renewal that fails (the map grew in another process, say) falls back to
+ * begin_txn, which copes. */
+static int begin_read(env_t *e, MDB_txn **txn) {
+  pthread_rwlock_rdlock(&e->resize);
+  pthread_mutex_lock(&e->idle_mutex);
+  MDB_txn *t = e->n_idle ? e->idle[--e->n_idle] : NULL;
+  pthread_mutex_unlock(&e->idle_mutex);
+  if (t) {
+    if (mdb_txn_renew(t) == 0) {
+      *txn = t;
+      return 0;
+    }
+    mdb_txn_abort(t);
+  }
+  pthread_rwlock_unlock(&e->resize);
+  return begin_txn(e, MDB_RDONLY, txn);
+}
+
+static void end_read(env_t *e, MDB_txn *txn) {
+  mdb_txn_reset(txn);
+  pthread_mutex_lock(&e->idle_mutex);
+  if (e->n_idle < IDLE_READERS) {
+    e->idle[e->n_idle++] = txn;
+    txn = NULL;
+  }
+  pthread_mutex_unlock(&e->idle_mutex);
+  if (txn) mdb_txn_abort(txn);
+  end_txn(e);
+}
 
 /* Clears the reader slots of dead processes, at most once a second. */
 static void check_readers(env_t *e, bool now_anyway) {
@@ -294,9 +334,11 @@ static int64_t slack_of(int64_t map_size) {
 }
 
 static void env_free(env_t *e) {
+  for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
   if (e->mdb) mdb_env_close(e->mdb);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
+  pthread_mutex_destroy(&e->idle_mutex);
   pthread_mutex_destroy(&e->gc_mutex);
   free(e);
 }
@@ -317,6 +359,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   snprintf(e->path, sizeof e->path, "%s", path);
   pthread_rwlock_init(&e->resize, NULL);
   pthread_mutex_init(&e->setup, NULL);
+  pthread_mutex_init(&e->idle_mutex, NULL);
   pthread_mutex_init(&e->gc_mutex, NULL);
   atomic_init(&e->reader_check_at, 0);
   int rc = mdb_env_create(&e->mdb);
@@ -435,11 +478,10 @@ static bool read_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
                      bool *write_needed) {
   MDB_txn *txn;
   bool ok = false;
-  int rc = begin_txn(f->env, MDB_RDONLY, &txn);
+  int rc = begin_read(f->env, &txn);
   if (rc == 0) {
     rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, write_needed);
-    mdb_txn_abort(txn);
-    end_txn(f->env);
+    end_read(f->env, txn);
   }
   return rc ? lmdb_fail(f->env, err, rc, op_name(r->op)) : ok;
 }

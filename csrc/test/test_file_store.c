@@ -325,6 +325,62 @@ START_TEST(a_store_used_in_a_forked_child_answers_closed) {
 }
 END_TEST
 
+/* Reads renew reset transactions (file_store.c, begin_read): they must go
+ * on seeing what other processes write, also once another process has
+ * grown the map past the size this one mapped (the renewal then answers
+ * MDB_MAP_RESIZED, and the read begins anew on the grown map). */
+START_TEST(reads_see_another_process_writes_after_it_grew_the_map) {
+  enum { CHILD_KEYS = 3000 }; /* 600-byte attempts: about 2 MiB */
+  resv_store_t *s = open_with((resv_options_t){.map_size = 1 << 20}, NULL);
+  ck_assert_ptr_nonnull(s);
+  resv_type_t *t = type_of(s, "grow");
+  resv_answer_t a = {0};
+  test_reserve(t, "mine", "A", "a", HOUR, &a); /* leaves a reset reader */
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    resv_store_t *c = open_with((resv_options_t){.map_size = 64 << 20}, NULL);
+    char attempt[600], key[32];
+    memset(attempt, 'c', sizeof attempt - 1);
+    attempt[sizeof attempt - 1] = '\0';
+    resv_answer_t ca = {0};
+    resv_error_t err;
+    bool ok = c != NULL;
+    resv_type_t *ct = ok ? resv_store_type(c, "test", 4, "grow", 4, &err) : NULL;
+    for (int i = 0; ok && ct && i < CHILD_KEYS; i++) {
+      snprintf(key, sizeof key, "c%d", i);
+      ok = call(ct, RESV_OP_RESERVE, key, "child", attempt, HOUR, &ca, &err) &&
+           ca.status == RESV_RESERVED;
+      resv_answer_clear(&ca);
+    }
+    exit_by_exec(ok && ct ? 0 : 1);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status %#x", st);
+  struct stat fst;
+  char data[PATH_MAX];
+  snprintf(data, sizeof data, "%s/data.mdb", dir);
+  ck_assert_int_eq(stat(data, &fst), 0);
+  ck_assert_msg(fst.st_size > (2 << 20), "the map did not grow: %lld bytes", (long long)fst.st_size);
+  const char *keys[] = {"c0", "c1500", "c2999"};
+  for (int i = 0; i < 3; i++) {
+    test_get(t, keys[i], &a);
+    ck_assert_int_eq(a.status, RESV_PENDING);
+    ck_assert_int_eq((int)a.owner_id.len, 5);
+    ck_assert(memcmp(a.owner_id.ptr, "child", 5) == 0);
+  }
+  resv_error_t err;
+  ck_assert_msg(call(t, RESV_OP_RESERVE, "c7", "A", "a", HOUR, &a, &err), "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  test_get(t, "mine", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 START_TEST(stores_of_one_process_share_the_directory) {
   resv_store_t *s1 = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_store_t *s2 = test_open_file(dir, RESV_SYNC_PROCESS);
@@ -732,6 +788,7 @@ Suite *file_store_suite(void) {
   tcase_add_test(tc, answered_reservations_survive_a_sigkill_with_disk_sync);
   tcase_add_test(tc, killed_writers_never_block_the_others_nor_lose_answers);
   tcase_add_test(tc, a_store_used_in_a_forked_child_answers_closed);
+  tcase_add_test(tc, reads_see_another_process_writes_after_it_grew_the_map);
   tcase_add_test(tc, stores_of_one_process_share_the_directory);
   tcase_add_test(tc, group_commit_answers_every_writer);
   tcase_add_test(tc, records_are_the_mongodb_documents);
