@@ -15,6 +15,7 @@ local C = require "resv.ffi"
 local base = require "resv.base"
 local sched = require "resv.sched"
 local rtype = require "resv.type"
+local ngxwait = require "resv.ngx"
 
 local error = error
 local type = type
@@ -398,6 +399,9 @@ function _M.open(opts)
   keep = nil
   if h == nil then
     return nil, error_string(err_buf)
+  end
+  if not resv_store_runs_inline(h) then
+    ngxwait.check_pool() -- its calls will wait: is nginx's thread pool there?
   end
   return setmetatable({
     handle = ffi_gc(h, resv_store_close),

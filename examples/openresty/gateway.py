@@ -78,7 +78,9 @@ class Gateway:
             'prefix': self.prefix,
             'workers': self.workers,
             'log_level': self.log_level,
-            'wait_threads': self.wait_threads,
+            # wait_threads=0: no pool (resv then waits by its watcher)
+            'thread_pool': ('thread_pool resv threads=%d;' % self.wait_threads
+                            if self.wait_threads else '# no thread_pool resv'),
             'lua_path': lua_path,
             'lua_cpath': os.path.join(build, '?.so') + ';;',
             'store_uri': self.uri.replace('\\', '\\\\').replace('"', '\\"'),

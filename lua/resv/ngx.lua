@@ -298,9 +298,47 @@ end
 -- calls wait by the watcher; said once, with how to mend it.
 local function pool_broken(err)
   thread_broken = tostring(err)
-  ngx.log(ngx.WARN, "resv: ngx.run_worker_thread failed (", thread_broken,
+  ngx.log(ngx.WARN, "resv: the thread pool cannot be used (", thread_broken,
           "); waiting by the watcher from now on. Add `thread_pool ",
           THREAD_POOL, " threads=4;` to nginx.conf's main context.")
+end
+
+-- nginx's own lookup of a thread pool by name (ngx_thread_pool_get, in
+-- src/core/ngx_thread_pool.c), which nginx exports for its dynamic
+-- modules, and the current cycle it looks in. nil where this process has
+-- none of it (outside nginx, or an nginx built without threads): the first
+-- call that needs the pool then finds out.
+local pool_lookup
+do
+  local declared = pcall(ffi.cdef, [[
+    typedef struct { size_t len; const char *data; } resv_ngx_str_t;
+    void *ngx_thread_pool_get(void *cycle, resv_ngx_str_t *name);
+    void *ngx_cycle;
+  ]])
+  if declared and pcall(function() return ffi.C.ngx_thread_pool_get, ffi.C.ngx_cycle end) then
+    pool_lookup = function(name)
+      local cycle = ffi.C.ngx_cycle
+      if cycle == nil then
+        return true -- no cycle yet: cannot tell
+      end
+      return ffi.C.ngx_thread_pool_get(cycle, ffi_new("resv_ngx_str_t", #name, name)) ~= nil
+    end
+  end
+end
+
+-- Reports a missing `thread_pool resv` when a store whose calls wait opens
+-- (in init_worker, where the README opens it), rather than at the first
+-- call: ngx.run_worker_thread, which would say so, may run in rewrite,
+-- access and content only. Calls then wait by the watcher from the start.
+function _M.check_pool()
+  if not ngx or thread_broken or pool_lookup == nil
+     or (chosen ~= "inbox" and chosen ~= "thread") then
+    return
+  end
+  local ok, found = pcall(pool_lookup, THREAD_POOL)
+  if ok and not found then
+    pool_broken("nginx.conf has no `thread_pool " .. THREAD_POOL .. "`")
+  end
 end
 
 -- The jobs pool threads wait on, for waiting(): weak, so a job whose
@@ -500,7 +538,7 @@ end
 function _M.use(name)
   if not MECHANISMS[name] then
     return nil, "invalid: unknown waiting mechanism " .. tostring(name)
-      .. ' (expected "thread", "watcher", "backoff" or "block")'
+      .. ' (expected "inbox", "thread", "watcher", "backoff" or "block")'
   end
   chosen = name
   return true

@@ -437,6 +437,24 @@ class Production(unittest.TestCase):
         self.assertEqual(1, log.count("resv: a call in nginx's log phase cannot yield"), log)
         self.assertNotIn("timer phase cannot yield", log)
 
+    def test_a_missing_thread_pool_is_reported_at_start_and_calls_still_answer(self):
+        # Reported when init_worker opens the store, before any call; the
+        # calls then wait by the watcher. With the pool: nothing said.
+        with Gateway(uri=URI, wait_threads=0) as gw:
+            self.assertEqual('watcher', gw.get('/health')[1]['wait'])
+            self.assertEqual(1, gw.log().count(
+                "resv: the thread pool cannot be used (nginx.conf has no `thread_pool resv`)"),
+                gw.log())
+            status, body = gw.signup(fresh('pool') + '@example.com', fresh('pool'))
+            self.assertEqual(201, status, body)
+            log = gw.log()
+        self.assertEqual(1, log.count('the thread pool cannot be used'), log)
+        with Gateway(uri=URI) as gw:
+            self.assertEqual('inbox', gw.get('/health')[1]['wait'])
+            status, body = gw.signup(fresh('pool') + '@example.com', fresh('pool'))
+            self.assertEqual(201, status, body)
+            self.assertNotIn('thread pool cannot be used', gw.log())
+
     def test_with_the_code_cache_off_the_lazy_store_pattern_shares_one_store(self):
         store_dir = tempfile.mkdtemp(prefix='resv-codecache-')
         try:
