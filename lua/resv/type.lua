@@ -293,7 +293,10 @@ local function call_opts(opts)
   local err
   ms, err = check_integer("timeout_ms", ms, 1, MAX_TIMEOUT_MS,
                           "an integer from 1 to " .. MAX_TIMEOUT_MS)
-  return ms, ms and into or err
+  if not ms then
+    return nil, err
+  end
+  return ms, into
 end
 
 -- Checks a string read from a caller's table (nil takes the default).
@@ -345,7 +348,7 @@ end
 -- or confirm, whose answer names the caller's owner (ot, oid) and attempt.
 local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, mine)
   local timeout, into = call_opts(opts)
-  if not timeout then return nil, into end
+  if not timeout then return nil, into end -- (then into is the error)
   -- The owner an answer may reuse: only a reserve's or confirm's.
   local aot = mine and ot or nil
   local inline = t.inline
