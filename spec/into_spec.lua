@@ -127,6 +127,43 @@ for _, backend in ipairs(helpers.backends { file = true }) do
   end
 end
 
+describe("{ into = t } with the JIT on and a busy collector", function()
+  -- Keys computed by __index, a full step of the collector at every read,
+  -- owners and attempts that are temporaries: each answer in the reused
+  -- table names them right, the holder's strings copied out of C.
+  it("answers into one table, call after call, with temporaries", function()
+    local store = assert(resv.open())
+    local t = assert(store:type("into", "busy"))
+    local pause = collectgarbage("setpause", 1) -- a cycle always under way
+    local stepmul = collectgarbage("setstepmul", 400)
+    finally(function()
+      collectgarbage("setpause", pause)
+      collectgarbage("setstepmul", stepmul)
+      store:close()
+    end)
+    local opts = { into = {} }
+    local wrong = {}
+    for i = 1, 500 do
+      local key = setmetatable({}, { __index = function(_, f)
+        collectgarbage("step")
+        if f == "namespace" then return "email" end
+        if f == "key" then return "busy" .. i .. "@example.com" end
+      end })
+      local r = t:reserve(key, { tenant = "t" .. i % 3, id = "user-" .. i }, "a" .. i, 60000, opts)
+      if not (r == opts.into and r.status == "reserved" and r.owner.id == "user-" .. i
+              and r.owner.tenant == "t" .. i % 3 and #r.holds == 1 and r.holds[1] == "a" .. i) then
+        wrong[#wrong + 1] = "reserve " .. i
+      end
+      r = t:reserve(key, { id = "other" .. i }, "b", 60000, opts)
+      if not (r and r.status == "conflict" and r.owner.id == "user-" .. i
+              and r.owner.tenant == "t" .. i % 3 and r.state == "pending" and r.holds == nil) then
+        wrong[#wrong + 1] = "conflict " .. i
+      end
+    end
+    assert.same({}, wrong)
+  end)
+end)
+
 describe("{ into = t } on the memory store", function()
   -- With the collector stopped, what the heap grows by is what the calls
   -- allocate: a fresh answer is two or three tables (about 100 to 200
