@@ -114,29 +114,11 @@ local function lua_string(s)
   return ffi_string(s.ptr, s.len)
 end
 
-local function owner_table(a)
-  return { tenant = lua_string(a.owner_tenant), id = lua_string(a.owner_id) }
-end
-
-local function holds_array(a)
-  local holds = {}
-  local h = a.holds
-  for i = 0, tonumber(a.nholds) - 1 do
-    holds[i + 1] = lua_string(h[i])
-  end
-  return holds
-end
-
--- An answer into the caller's table t ({ into = t }): every field of an
--- answer is set, those of other shapes to nil, and t's own owner and holds
--- tables are reused, so a call that has one allocates nothing.
-local function fill(t, status, owner, state, expires_at, holds, version, count)
-  t.status, t.owner, t.state, t.expires_at = status, owner, state, expires_at
-  t.holds, t.version, t.count = holds, version, count
-  return t
-end
-
-local function owner_into(t, tenant, id)
+-- An answer's owner and holds, each in the table t when the caller gave
+-- one ({ into = t }: reused, so a call that has them allocates nothing),
+-- else in a new one. mine: the caller's own attempt, which is the one hold
+-- of a reservation of theirs held by one (see answer_table).
+local function owner_of(tenant, id, t)
   if type(t) ~= "table" then
     return { tenant = tenant, id = id }
   end
@@ -144,12 +126,20 @@ local function owner_into(t, tenant, id)
   return t
 end
 
-local function holds_into(t, a, mine)
+local function owner_copy(a, t)
+  return owner_of(lua_string(a.owner_tenant), lua_string(a.owner_id), t)
+end
+
+local function holds_of(a, mine, t)
+  local n = tonumber(a.nholds)
+  local one = mine and n == 1
   if type(t) ~= "table" then
+    if one then
+      return { mine }
+    end
     t = {}
   end
-  local n = tonumber(a.nholds)
-  if mine and n == 1 then
+  if one then
     t[1] = mine
   else
     local h = a.holds
@@ -160,6 +150,14 @@ local function holds_into(t, a, mine)
   for i = #t, n + 1, -1 do
     t[i] = nil
   end
+  return t
+end
+
+-- An answer into the caller's table t: every field of an answer is set,
+-- those of other shapes to nil.
+local function fill(t, status, owner, state, expires_at, holds, version, count)
+  t.status, t.owner, t.state, t.expires_at = status, owner, state, expires_at
+  t.holds, t.version, t.count = holds, version, count
   return t
 end
 
@@ -185,18 +183,8 @@ local function answer_table(a, ot, oid, attempt, into)
   end
   local conflict = status == "conflict"
   local mine = ot ~= nil and not conflict
-  local owner
-  if into then
-    if mine then
-      owner = owner_into(into.owner, ot, oid)
-    else
-      owner = owner_into(into.owner, lua_string(a.owner_tenant), lua_string(a.owner_id))
-    end
-  elseif mine then
-    owner = { tenant = ot, id = oid }
-  else
-    owner = owner_table(a)
-  end
+  local reused = into and into.owner
+  local owner = mine and owner_of(ot, oid, reused) or owner_copy(a, reused)
   if state == STATE_PENDING then
     local expires_at = exact(a.expires_at)
     if conflict then
@@ -205,14 +193,9 @@ local function answer_table(a, ot, oid, attempt, into)
       end
       return { status = status, owner = owner, state = PENDING, expires_at = expires_at }
     end
-    local holds
+    local holds = holds_of(a, mine and attempt, into and into.holds)
     if into then
-      return fill(into, status, owner, nil, expires_at,
-                  holds_into(into.holds, a, mine and attempt))
-    elseif mine and a.nholds == 1 then
-      holds = { attempt }
-    else
-      holds = holds_array(a)
+      return fill(into, status, owner, nil, expires_at, holds)
     end
     return { status = status, owner = owner, expires_at = expires_at, holds = holds }
   end
@@ -515,10 +498,10 @@ function Type:scan(opts)
             problem = lua_string(e.problem) }
     else
       r = { status = status_names[e.status], key = key,
-            owner = owner_table(e) }
+            owner = owner_copy(e) }
       if e.state == STATE_PENDING then
         r.expires_at = exact(e.expires_at)
-        r.holds = holds_array(e)
+        r.holds = holds_of(e)
       else
         r.version = exact(e.version)
       end
