@@ -48,6 +48,10 @@ for i in 1 2 3; do
   run scripts/with-mongo "$LUAJIT" bench/lua_overhead.lua mongo 2000 "$(fig c_mongo_cpu_ns <<<"$c")" \
     "$(fig c_mongo_caller_cpu_ns <<<"$c")"
 done
+# 3d. The same two under callgrind: instructions and L1 misses per call.
+if command -v valgrind >/dev/null; then
+  run env O="$O" LUAJIT="$LUAJIT" scripts/with-mongo bench/callgrind_lua.sh 800
+fi
 
 # 4. The memory store in nginx against ngx.shared.DICT:add.
 run bench/nginx_embedded.sh 100000 15
