@@ -15,7 +15,14 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 LUAJIT  ?= luajit
-VERSION := 0.1.0
+# The version is the rockspec's (version = "0.1.0-1" is 0.1.0): the
+# library's resv_version() (and so resv._VERSION and resv --version), its
+# file name and resv.pc take it from here.
+ROCKSPEC := $(firstword $(wildcard resv-*-*.rockspec))
+VERSION := $(shell sed -n 's/^version *= *"\([^"]*\)-[0-9][0-9]*"/\1/p' $(ROCKSPEC))
+ifeq ($(VERSION),)
+$(error no version = "X-N" line in a resv-*.rockspec)
+endif
 SOVERSION := 0
 
 PKGS      := libmongoc-1.0 libbson-1.0
@@ -31,7 +38,7 @@ SAN     ?=
 # headers by name.
 CSRC_DIRS := csrc csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
-              $(WARN) $(DEPS_CFLAGS) $(CFLAGS)
+              $(WARN) $(DEPS_CFLAGS) -DRESV_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 LIBS_ALL    = $(DEPS_LIBS) -llmdb -lpthread
 
@@ -81,6 +88,9 @@ $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+# resv_version() is the rockspec's version.
+$(O)/obj/core/error.o: $(ROCKSPEC)
 
 $(O)/obj/test/%.o: csrc/test/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -148,7 +158,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := validate decode
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
-                $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%)
+                $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%) -DRESV_VERSION='"$(VERSION)"'
 FUZZ_SRC_validate := csrc/core/validate.c csrc/core/error.c
 FUZZ_SRC_decode   := csrc/core/validate.c csrc/core/error.c csrc/mongo/mongo_decode.c csrc/core/answer.c
 
