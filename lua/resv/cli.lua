@@ -6,9 +6,13 @@
 -- Each subcommand is a row of COMMANDS: its usage line, its options, how
 -- many arguments it takes, and a function that runs it on an open store.
 -- Bad arguments are answered with the usage line on stderr and exit code
--- 2; an error of the store with its "<code>: <message>" and exit code 1.
--- Output is for people by default; --json prints one JSON document per
--- answer (ls: per reservation) on its own line instead.
+-- 2; an error of the store with its "<code>: <message>" and exit code 1
+-- (EXIT_CODES below is the whole table). Output is for people by default;
+-- --json prints one JSON document per answer on its own line instead.
+--
+-- Every store is opened with no_create: no subcommand makes a store, a
+-- type or a collection (copy's --to store excepted), so a name typed
+-- wrong is an error that names it, never a new empty thing.
 local resv = require "resv"
 
 local io = io
@@ -36,6 +40,11 @@ local function integer_text(v)
     return format("%d", v)
   end
   return (tostring(v):gsub("[UL]+$", ""))
+end
+
+-- "1 document", "2 documents": n and the word for one or for many.
+local function count_text(n, one, many)
+  return integer_text(n) .. " " .. (n == 1 and one or many)
 end
 
 local json_escapes = {
@@ -118,7 +127,7 @@ local function answer_text(r, now)
     parts[#parts + 1] = "holds " .. concat(r.holds, " ")
   end
   if r.count then
-    parts[#parts + 1] = integer_text(r.count) .. (r.count == 1 and " reservation" or " reservations")
+    parts[#parts + 1] = count_text(r.count, "reservation", "reservations")
   end
   return concat(parts, ", ")
 end
@@ -170,6 +179,15 @@ end
 ---------------------------------------------------------------------------
 -- Subcommands
 
+-- A command is a table: name, args (its usage), min and max (how many
+-- arguments), summary and help, options (usage and text; required = true
+-- when it must be given), takes and flags (its options with and without
+-- a value), argtypes (what parses each argument: "type" or "key"),
+-- check(opts) (its options checked before the store opens: a table put
+-- in ctx.checked, or nil and a usage error), store_options(opts) (more
+-- resv.open options), opens_itself (no --uri or --path: run opens its
+-- stores), and run(ctx, args, opts) (true, or nil and an error or an exit
+-- code).
 local COMMANDS = {}
 local ORDER = {}
 
@@ -200,6 +218,7 @@ end
 command("get", {
   args = "TYPE KEY",
   min = 2, max = 2,
+  argtypes = { "type", "key" },
   summary = "show the reservation of KEY",
   help = [[
 Shows the reservation of KEY in TYPE: absent, pending (its owner, expiry
@@ -222,6 +241,7 @@ and holds), expired (pending past its expiry: free to take) or confirmed
 command("release", {
   args = "TYPE KEY OWNER",
   min = 3, max = 3,
+  argtypes = { "type", "key" },
   summary = "delete OWNER's reservation of KEY",
   help = [[
 Deletes OWNER's reservation of KEY in TYPE, pending or confirmed (a stuck
@@ -241,24 +261,61 @@ holds no reservation of KEY (another owner's is never touched).]],
   end,
 })
 
+-- The store as its description names it ("resv store (file DIR, ...)",
+-- "mongodb HOST/DB (...)").
+local function store_text(store)
+  return (tostring(store):gsub("^resv%.store: ", ""))
+end
+
+-- Where a store is, in an error: "the file store DIR" (path: its
+-- directory), else "database DB of mongodb HOSTS".
+local function where_text(store, path)
+  if path then return "the file store " .. path end
+  local hosts, db = tostring(store):match("mongodb (%S-)/(%S+)")
+  return "database " .. (db or "?") .. " of mongodb " .. (hosts or "?")
+end
+
+-- The error of a type that does not exist, found by a scan (a first page
+-- without a format record or any document), worded as a call's.
+local function no_type(ctx, t, name)
+  return "invalid: no type " .. name .. " in " .. where_text(ctx.store, ctx.opts.path) .. " (no "
+    .. (ctx.opts.path and "database " or "collection ") .. t:collection()
+    .. "); nothing was created"
+end
+
+-- The store's types (store:list_types()). On MongoDB a database exists
+-- only while it holds a collection, so one that holds no type is taken
+-- for a --database typed wrong: an error naming it. An empty file store
+-- exists (open checked it) and lists no type.
+local function list_types(ctx)
+  local list, err = ctx.store:list_types()
+  if not list then return nil, err end
+  if #list == 0 and ctx.opts.uri then
+    return nil, "invalid: no type in " .. where_text(ctx.store)
+      .. " (no collection wow_reservation__*): is --database right?"
+  end
+  return list
+end
+
 -- The types a command runs on: the one named by args[1], or with no
--- argument every type of the store. Returns an array of type objects.
+-- argument every type of the store. Returns an array of type objects and
+-- an array of their names (CONTEXT/AGGREGATE).
 local function types_of(ctx, args)
   if args[1] then
     local t, err = open_type(ctx, args[1])
     if not t then return nil, err end
-    return { t }
+    return { t }, { args[1] }
   end
-  local list, err = ctx.store:list_types()
+  local list, err = list_types(ctx)
   if not list then return nil, err end
-  local out = {}
+  local out, names = {}, {}
   for i, n in ipairs(list) do
     local t
     t, err = ctx.store:type(n.context, n.aggregate)
     if not t then return nil, err end
-    out[i] = t
+    out[i], names[i] = t, n.context .. "/" .. n.aggregate
   end
-  return out
+  return out, names
 end
 
 command("types", {
@@ -270,7 +327,7 @@ Lists the types the store holds, one CONTEXT/AGGREGATE a line, sorted by
 collection name (MongoDB: the collections named wow_reservation__*; the
 file store: its named databases).]],
   run = function(ctx)
-    local list, err = ctx.store:list_types()
+    local list, err = list_types(ctx)
     if not list then return nil, err end
     for _, n in ipairs(list) do
       emit(ctx, n, n.context .. "/" .. n.aggregate)
@@ -293,6 +350,7 @@ _M.count_option = count_option
 command("sweep", {
   args = "[TYPE]",
   min = 0, max = 1,
+  argtypes = { "type" },
   summary = "delete pending reservations long expired",
   options = { { "--grace-ms MS", "expired for at least MS ms (default 60000)" } },
   takes = { ["grace-ms"] = true },
@@ -372,13 +430,14 @@ command("ls", {
     { "--state STATE", "only pending, expired, confirmed or format ones" },
   },
   takes = { limit = true, after = true, state = true },
+  argtypes = { "type" },
   help = [[
 Lists TYPE's reservations in the store's order (MongoDB: by _id), one a
 line: the key and what get would answer. A document that is not a
 format-1 reservation is listed with its _id and why (state format). When
 more follow, the last line is "more: --after CURSOR"; --json prints the
 page as one document {"entries": [...], "next": CURSOR}.]],
-  run = function(ctx, args, opts)
+  check = function(opts)
     local limit, err = 100, nil
     if opts.limit then
       limit, err = count_option("limit", opts.limit, 1)
@@ -396,11 +455,17 @@ page as one document {"entries": [...], "next": CURSOR}.]],
       return nil, usage_error("--state must be pending, expired, confirmed or format, got '"
                               .. opts.state .. "'")
     end
-    local t
-    t, err = open_type(ctx, args[1])
+    return { limit = limit, after = after }
+  end,
+  run = function(ctx, args, opts)
+    local limit, after = ctx.checked.limit, ctx.checked.after
+    local t, err = open_type(ctx, args[1])
     if not t then return nil, err end
-    local entries, next_cursor = collect(t, after, limit, opts.state)
+    local entries, next_cursor, first = collect(t, after, limit, opts.state)
     if not entries then return nil, next_cursor end
+    if not after and first.format == 0 and #first.entries == 0 then
+      return nil, no_type(ctx, t, args[1])
+    end
     if ctx.json then
       local page = { entries = setmetatable(entries, { __jsonarray = true }) }
       page.next = next_cursor and cursor_text(next_cursor) or nil
@@ -417,10 +482,10 @@ page as one document {"entries": [...], "next": CURSOR}.]],
 -- The exit code of a check that found documents not of the layout.
 local EXIT_NONCONFORMING = 3
 
--- Checks one type t: prints what does not conform and its summary line.
--- Returns true when everything conforms, false when not, nil, err when
--- the store failed.
-local function check_one(ctx, t)
+-- Checks one type t (named name): prints what does not conform and its
+-- summary line. Returns true when everything conforms, false when not,
+-- nil, err when the store failed or the type does not exist.
+local function check_one(ctx, t, name)
   local err
   local counts = { documents = 0, conforming = 0, nonconforming = 0 }
   local format_state, format_problem
@@ -432,6 +497,7 @@ local function check_one(ctx, t)
     if not page then return nil, err end
     if not cursor then
       format_state, format_problem = page.format, page.format_problem
+      if format_state == 0 and #page.entries == 0 then return nil, no_type(ctx, t, name) end
     end
     for _, e in ipairs(page.entries) do
       counts.documents = counts.documents + 1
@@ -465,13 +531,15 @@ local function check_one(ctx, t)
                          ok = ok }), "\n")
   else
     if format_state == 0 and counts.documents > 0 then
-      ctx.out:write("no format record, but ", counts.documents, " documents\n")
+      ctx.out:write("no format record, but ", count_text(counts.documents, "document",
+                                                         "documents"), "\n")
     elseif format_state == -1 then
       ctx.out:write("format record: ", format_problem or "?", "\n")
     end
-    ctx.out:write(format("%s: format record %s, %d documents, %d conform, %d do not\n",
-                         t:collection(), record, counts.documents, counts.conforming,
-                         counts.nonconforming))
+    ctx.out:write(t:collection(), ": format record ", record, ", ",
+                  count_text(counts.documents, "document", "documents"), ", ",
+                  count_text(counts.conforming, "conforms", "conform"), ", ",
+                  count_text(counts.nonconforming, "does not", "do not"), "\n")
   end
   return ok
 end
@@ -479,6 +547,7 @@ end
 command("check", {
   args = "[TYPE]",
   min = 0, max = 1,
+  argtypes = { "type" },
   summary = "check the format record and every document of a type",
   help = [[
 Reads TYPE's format record and every document (the file store: every
@@ -488,12 +557,14 @@ with its _id and why; changes nothing. Ends with a summary line. Exit
 code 0 when everything conforms, 3 when something does not. Without
 TYPE: every type of the store, a summary line each.]],
   run = function(ctx, args)
-    local types, err = types_of(ctx, args)
-    if not types then return nil, err end
+    local types, names = types_of(ctx, args)
+    if not types then return nil, names end
+    if #types == 0 and not ctx.json then
+      ctx.out:write(store_text(ctx.store), ": no type to check\n")
+    end
     local all_ok = true
-    for _, t in ipairs(types) do
-      local ok
-      ok, err = check_one(ctx, t)
+    for i, t in ipairs(types) do
+      local ok, err = check_one(ctx, t, names[i])
       if ok == nil then return nil, err end
       all_ok = all_ok and ok
     end
@@ -516,14 +587,14 @@ counters count this command's own calls only (each process counts its
 own): a service exports its counters itself (resv.metrics, the
 OpenResty example's GET /metrics). --prometheus prints resv.metrics.]],
   run = function(ctx, _, opts)
-    local list, err = ctx.store:list_types()
+    local list, err = list_types(ctx)
     if not list then return nil, err end
     for _, n in ipairs(list) do
       local t
       t, err = ctx.store:type(n.context, n.aggregate)
       if not t then return nil, err end
       -- One get sets the type up in this process, so that stats counts
-      -- its entries; the type exists, so the set-up writes nothing.
+      -- its entries; with no_create the set-up only reads.
       local r
       r, err = t:get { namespace = "resv-stats", key = "resv-stats" }
       if not r then return nil, err end
@@ -535,11 +606,12 @@ OpenResty example's GET /metrics). --prometheus prints resv.metrics.]],
     local st
     st, err = ctx.store:stats()
     if not st then return nil, err end
-    local s = { store = tostring(ctx.store):gsub("^resv%.store: ", ""), types = #list,
+    local s = { store = store_text(ctx.store), types = #list,
                 entries = st.entries, bytes = st.bytes }
-    local text = s.store .. ": " .. s.types .. (s.types == 1 and " type" or " types")
+    local text = s.store .. ": " .. count_text(s.types, "type", "types")
     if st.entries then
-      text = text .. format(", %d entries, %d bytes", st.entries, st.bytes)
+      text = text .. ", " .. count_text(st.entries, "entry", "entries") .. ", "
+        .. count_text(st.bytes, "byte", "bytes")
     end
     emit(ctx, s, text)
     return true
@@ -581,8 +653,9 @@ command("copy", {
   opens_itself = true,
   summary = "copy every type of one store into another",
   options = {
-    { "--from URI|DIR", "the store to read (a mongodb:// URI, else a file store)" },
-    { "--to URI|DIR", "the store to write" },
+    { "--from URI|DIR", "the store to read (a mongodb:// URI, else a file store)",
+      required = true },
+    { "--to URI|DIR", "the store to write (made when missing)", required = true },
     { "--from-database DB", "MongoDB: the database of --from" },
     { "--to-database DB", "MongoDB: the database of --to" },
   },
@@ -596,7 +669,8 @@ same reservation counts as same. So a copy run again, or after it was
 interrupted, writes only what is missing. Documents of --from that are not
 format-1 reservations are listed and skipped. A progress bar on a
 terminal (stderr), then a summary line. Exit code 0, or 3 when some keys
-differ or were skipped.]],
+differ or were skipped. The --from store must exist (on MongoDB: hold a
+type); the --to store, its types and collections are made as needed.]],
   run = function(ctx, _, opts)
     if not opts.from or not opts.to then
       return nil, usage_error("copy needs --from and --to")
@@ -609,8 +683,22 @@ differ or were skipped.]],
     if not from_spec or not to_spec then
       return nil, usage_error("--from-database and --to-database are for MongoDB URIs")
     end
+    from_spec.no_create = true
+    from_spec.timeout_ms, to_spec.timeout_ms = ctx.timeout_ms, ctx.timeout_ms
     local from, err = resv.open(from_spec)
     if not from then return nil, "--from: " .. err end
+    if from_spec.uri then -- a database that holds no type: see list_types
+      local list
+      list, err = from:list_types()
+      if list and #list == 0 then
+        err = "invalid: no type in " .. where_text(from)
+          .. " (no collection wow_reservation__*): is --from-database right?"
+      end
+      if not list or #list == 0 then
+        from:close()
+        return nil, "--from: " .. err
+      end
+    end
     local to
     to, err = resv.open(to_spec)
     if not to then
@@ -689,10 +777,12 @@ function _M.copy_stores(ctx, from, to)
     until not cursor
   end
   if ctx.bar then ctx.errout:write("\r\27[K") end
-  local summary = format("copy: %d types, %d reservations: %d added, %d same, %d differ "
-                         .. "(not overwritten), %d skipped (not format-1)", #list,
-                         counts.added + counts.same + counts.different, counts.added,
-                         counts.same, counts.different, counts.skipped)
+  local summary = format("copy: %s, %s: %d added, %d same, %s (not overwritten), "
+                         .. "%d skipped (not format-1)", count_text(#list, "type", "types"),
+                         count_text(counts.added + counts.same + counts.different,
+                                    "reservation", "reservations"),
+                         counts.added, counts.same,
+                         count_text(counts.different, "differs", "differ"), counts.skipped)
   if ctx.json then
     counts.types = #list
     ctx.out:write(json(counts), "\n")
@@ -705,25 +795,50 @@ end
 ---------------------------------------------------------------------------
 -- The command line
 
-local GLOBAL_OPTIONS = {
+-- The options that name the store (every command but copy, which names
+-- its own) and those of every command.
+local STORE_OPTIONS = {
   { "--uri URI", "the MongoDB store at URI" },
   { "--path DIR", "the file store in DIR" },
   { "--database DB", "MongoDB: the database (default: the URI's, else resv)" },
+}
+local GENERAL_OPTIONS = {
   { "--json", "print JSON, one document a line" },
+  { "--timeout-ms MS", "each call's deadline in ms (default 5000)" },
+  { "--version", "print resv's version" },
   { "--help", "this text; COMMAND --help: the command's" },
 }
-local GLOBAL_TAKES = { uri = true, path = true, database = true }
-local GLOBAL_FLAGS = { json = true, help = true }
+local GLOBAL_TAKES = { uri = true, path = true, database = true, ["timeout-ms"] = true }
+local GLOBAL_FLAGS = { json = true, help = true, version = true }
+
+-- The exit codes, for every command.
+local EXIT_CODES = [[
+exit codes:
+  0  done (check: everything conforms; copy: nothing differs)
+  1  an error of the store, or a store or type that does not exist
+     (stderr: "resv: CODE: MESSAGE", CODE one of the library's error codes)
+  2  bad arguments (stderr: what is wrong, then the usage line)
+  3  check: something does not conform; copy: keys that differ, or
+     documents skipped]]
+
+-- An option as the usage line shows it: bare when required, else in
+-- brackets.
+local function option_usage(o)
+  return o.required and o[1] or ("[" .. o[1] .. "]")
+end
 
 local function usage_line(cmd)
+  local store = "(--uri URI [--database DB] | --path DIR) "
+  local general = "[--json] [--timeout-ms MS] "
   if cmd then
     local opts = {}
-    for _, o in ipairs(cmd.options or {}) do opts[#opts + 1] = "[" .. o[1] .. "]" end
+    for _, o in ipairs(cmd.options or {}) do opts[#opts + 1] = option_usage(o) end
     local extra = #opts > 0 and (" " .. concat(opts, " ")) or ""
-    return "usage: resv (--uri URI | --path DIR) [--json] " .. cmd.name
+    return "usage: resv " .. (cmd.opens_itself and "" or store) .. general .. cmd.name
       .. extra .. (cmd.args ~= "" and (" " .. cmd.args) or "")
   end
-  return "usage: resv (--uri URI | --path DIR) [--database DB] [--json] COMMAND [ARGS]"
+  return "usage: resv " .. store .. general .. "COMMAND [ARGS]\n"
+    .. "       resv --version | --help | COMMAND --help"
 end
 
 local NAMES_HELP = [[
@@ -734,7 +849,7 @@ TENANT/ID (an ID alone: the system tenant's).]]
 local function options_text(list)
   local lines = {}
   for _, o in ipairs(list) do
-    lines[#lines + 1] = format("  %-18s %s", o[1], o[2])
+    lines[#lines + 1] = format("  %-18s %s%s", o[1], o.required and "(required) " or "", o[2])
   end
   return concat(lines, "\n")
 end
@@ -745,8 +860,13 @@ local function help_text(cmd)
     if cmd.options then
       parts[#parts + 1] = "\noptions:\n" .. options_text(cmd.options)
     end
-    parts[#parts + 1] = "\nstore options:\n" .. options_text(GLOBAL_OPTIONS)
+    if not cmd.opens_itself then
+      parts[#parts + 1] = "\nstore options (one of --uri and --path is required):\n"
+        .. options_text(STORE_OPTIONS)
+    end
+    parts[#parts + 1] = "\ngeneral options:\n" .. options_text(GENERAL_OPTIONS)
     parts[#parts + 1] = "\n" .. NAMES_HELP
+    parts[#parts + 1] = "\n" .. EXIT_CODES
     return concat(parts, "\n") .. "\n"
   end
   local lines = { usage_line(), "", "commands:" }
@@ -754,8 +874,13 @@ local function help_text(cmd)
     local c = COMMANDS[name]
     lines[#lines + 1] = format("  %-34s %s", name .. " " .. c.args, c.summary)
   end
-  lines[#lines + 1] = "\noptions:\n" .. options_text(GLOBAL_OPTIONS)
+  lines[#lines + 1] = "\nstore options (one of --uri and --path is required):\n"
+    .. options_text(STORE_OPTIONS)
+  lines[#lines + 1] = "\ngeneral options:\n" .. options_text(GENERAL_OPTIONS)
   lines[#lines + 1] = "\n" .. NAMES_HELP
+  lines[#lines + 1] = "\nNo command makes a store, a type or a collection (copy's --to\n"
+    .. "excepted): one that does not exist is an error that names it."
+  lines[#lines + 1] = "\n" .. EXIT_CODES
   return concat(lines, "\n") .. "\n"
 end
 
@@ -814,8 +939,9 @@ local function parse(argv)
 end
 
 -- Opens the store the options name, with the command's own store options
--- (cmd.store_options) from its options cmd_opts.
-local function open_store(opts, cmd, cmd_opts)
+-- (cmd.store_options) from its options cmd_opts, the deadline timeout_ms
+-- (nil: the library's) and no_create.
+local function open_store(opts, cmd, cmd_opts, timeout_ms)
   local uri, path = opts.uri, opts.path
   if (uri == nil) == (path == nil) then
     return nil, usage_error("name the store with --uri URI or --path DIR (one of them)")
@@ -829,15 +955,48 @@ local function open_store(opts, cmd, cmd_opts)
     if not o then return nil, err end
   end
   o.uri, o.path, o.database = uri, path, opts.database
+  o.timeout_ms, o.no_create = timeout_ms, true
   local store
   store, err = resv.open(o)
   if not store then return nil, err end
   return store
 end
 
+local ARG_PARSERS = { type = parse_type, key = parse_key }
+
+-- A command's arguments and options checked before the store opens (so a
+-- typo is exit 2 whatever the store): what cmd.check returned, or nil and
+-- a usage error.
+local function check_args(cmd, args, opts)
+  for i, kind in ipairs(cmd.argtypes or {}) do
+    if args[i] ~= nil then
+      local ok, msg = ARG_PARSERS[kind](args[i])
+      if not ok then return nil, usage_error(msg) end
+    end
+  end
+  if cmd.check then return cmd.check(opts) end
+  return {}
+end
+
+-- The longest --timeout-ms, the library's limit: a day.
+local MAX_TIMEOUT_MS = 24 * 3600 * 1000
+
+-- The --timeout-ms of the options, or nil; a usage error when it is not a
+-- whole number from 1 to MAX_TIMEOUT_MS.
+local function timeout_option(opts)
+  local text = opts["timeout-ms"]
+  if text == nil then return nil end
+  local ms, err = count_option("timeout-ms", text, 1)
+  if ms and ms > MAX_TIMEOUT_MS then
+    ms, err = nil, usage_error("--timeout-ms must be at most " .. MAX_TIMEOUT_MS
+                               .. " (a day), got " .. text)
+  end
+  return ms, err
+end
+
 -- Runs the command line argv (the script's arg table) with output to out
 -- and messages to errout (io.stdout and io.stderr by default). Returns
--- the exit code: 0 done, 1 a store error, 2 bad arguments.
+-- the exit code of EXIT_CODES.
 function _M.main(argv, out, errout)
   out = out or io.stdout
   errout = errout or io.stderr
@@ -849,6 +1008,10 @@ function _M.main(argv, out, errout)
     return 2
   end
   cmd = ctx.cmd
+  if ctx.opts.version then
+    out:write("resv ", resv._VERSION, "\n")
+    return 0
+  end
   if ctx.opts.help then
     out:write(help_text(cmd))
     return 0
@@ -864,10 +1027,14 @@ function _M.main(argv, out, errout)
   end
   ctx.out, ctx.errout, ctx.json = out, errout, ctx.opts.json
   local store, err
-  if not cmd.opens_itself then
-    store, err = open_store(ctx.opts, cmd, ctx.cmd_opts)
+  ctx.timeout_ms, err = timeout_option(ctx.opts)
+  if not err then
+    ctx.checked, err = check_args(cmd, ctx.args, ctx.cmd_opts)
   end
-  local ok = store or cmd.opens_itself
+  if not err and not cmd.opens_itself then
+    store, err = open_store(ctx.opts, cmd, ctx.cmd_opts, ctx.timeout_ms)
+  end
+  local ok = not err and (store or cmd.opens_itself)
   if ok then
     ctx.store = store
     ok, err = cmd.run(ctx, ctx.args, ctx.cmd_opts)
