@@ -242,6 +242,21 @@ assert(assert(store:type("game", "player")):reserve({ namespace = "name", key = 
         self.assertIn("# TYPE resv_calls_total counter", out)
         self.assertRegex(out, r'resv_calls_total\{op="get",status="absent"\} 1\n')
 
+    def test_stats_prometheus_passes_promtool_with_short_floats(self):
+        code, out, err = self.resv("stats", "--prometheus")
+        self.assertEqual(code, 0, err)
+        les = re.findall(r'resv_call_duration_seconds_bucket\{op="get",le="([^"]+)"\}', out)
+        self.assertEqual(les[:3], ["1e-06", "2.5e-06", "5e-06"])
+        self.assertIn("0.1", les)
+        for le in les[:-1]:
+            self.assertLessEqual(len(le.replace(".", "").lstrip("0").split("e")[0]), 3, le)
+        promtool = shutil.which("promtool")
+        if not promtool:
+            self.skipTest("promtool is not installed (Debian package prometheus)")
+        p = subprocess.run([promtool, "check", "metrics"], input=out, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, ""), out)
+
     def test_a_store_error_exits_1_with_its_code(self):
         code, out, err = self.resv("get", "shop/us.er", "/email/x")
         self.assertEqual(code, 1)
