@@ -289,9 +289,10 @@ lua-install: lua-files $(O)/libresv.so
 	printf 'return "%s"\n' '$(LUA_LIBDIR)/libresv.so' > $(DESTDIR)$(LUA_SHAREDIR)/resv/libpath.lua
 
 lua-files:
-	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv
+	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv $(DESTDIR)$(LUA_SHAREDIR)/resv/cli
 	install -m 644 lua/resv.lua $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
 	install -m 644 lua/resv/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/
+	install -m 644 lua/resv/cli/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/cli/
 
 # ---- benchmarks (bench/; figures, never pass/fail on a time) --------
 
