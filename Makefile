@@ -42,26 +42,31 @@ TEST_SRC := $(sort $(wildcard csrc/test/*.c))
 TEST_OBJ := $(TEST_SRC:csrc/test/%.c=$(O)/obj/test/%.o)
 HEADERS  := $(wildcard csrc/*.h csrc/*/*.h)
 
-# Debian packages the project needs; `make deps` installs the missing ones.
-DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
-                luajit2 lua-busted nginx-core libnginx-mod-http-lua \
-                python3-mockupdb python3-mongomock python3-pymongo valgrind \
-                lua-dkjson clang libclang-rt-14-dev openssl
-# The file store (csrc/file_*.c) links LMDB; lmdb-utils has mdb_stat and mdb_dump.
-DEB_PACKAGES += liblmdb-dev lmdb-utils
+# ---- Debian packages (make deps, make test-deps) ----------------------
+# DEMO_PACKAGES: what `make` and `make demo` need (the compiler, the
+# libraries resv links, LuaJIT, nginx with its Lua module, and the demo's
+# JSON module and Python). TEST_PACKAGES: what only the tests need. `make
+# deps` installs the missing demo packages, `make test-deps` both lists.
+DEMO_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev liblmdb-dev \
+                 luajit2 nginx-core libnginx-mod-http-lua lua-dkjson python3
+# The C test framework, busted, the emulator's Python libraries, the
+# sanitizers' runtimes and valgrind, openssl (the emulator's TLS tests),
+# lmdb-utils (mdb_stat, mdb_dump on the file store).
+TEST_PACKAGES := check lua-busted python3-mockupdb python3-mongomock python3-pymongo \
+                 valgrind clang libclang-rt-14-dev openssl lmdb-utils
 # bench/redis_nx.c compares the file store with Redis (through hiredis).
-DEB_PACKAGES += redis-server libhiredis-dev
+TEST_PACKAGES += redis-server libhiredis-dev
 # The hosts the Lua module is tested in (spec/hosts/).
-DEB_PACKAGES += tarantool
-# The host helpers' tests run in the real hosts.
-DEB_PACKAGES += lua-luv neovim lua-cqueues love
+TEST_PACKAGES += tarantool lua-luv neovim lua-cqueues love
 # The model checker of model/.
-DEB_PACKAGES += spin
+TEST_PACKAGES += spin
 # make test-install tries the rockspec with LuaRocks.
-DEB_PACKAGES += luarocks
+TEST_PACKAGES += luarocks
+# What `make deps` installs (bench-deps passes its own list).
+DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps test-deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -76,6 +81,9 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
+
+test-deps:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
 
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -99,8 +107,32 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 
 # ---- tests ------------------------------------------------------------
 
-test: deps
-	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan test-model
+test: test-deps
+	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
+
+# ---- make check: the inner loop (no server, no emulator) ----------------
+# The build, the C suites that need no MongoDB, the Lua specs on the
+# embedded stores (busted without RESV_TEST_URI skips the MongoDB specs),
+# the layout check and the documentation's examples that need no server.
+# A suite that needs no emulator belongs in CHECK_SUITES.
+CHECK_SUITES := validate,rules_memory,pool,job,memory,mongo_decode,rules_file,file_store,file_diff
+.PHONY: check test-docs test-docs-offline
+check: all $(O)/resv_tests
+	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests
+	env -u RESV_TEST_URI LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
+	  $(LUAJIT) /usr/bin/busted >$(O)/check-busted.log 2>&1 \
+	  && tail -1 $(O)/check-busted.log || { cat $(O)/check-busted.log; exit 1; }
+	@$(MAKE) --no-print-directory test-layout test-docs-offline
+
+# Every code block of README.md and docs/ marked runnable (scripts/test-docs):
+# Lua and shell from a scratch folder outside the work tree, the nginx.conf
+# through nginx -t and a request; test-docs also runs the blocks that need a
+# MongoDB (against the emulator or MONGODB_URI).
+test-docs: all
+	O=$(O) LUAJIT=$(LUAJIT) scripts/with-mongo $(PYTHON) scripts/test-docs
+test-docs-offline: all
+	O=$(O) LUAJIT=$(LUAJIT) $(PYTHON) scripts/test-docs --offline
+# ---- end of make check --------------------------------------------------
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -123,10 +155,10 @@ $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 test-emulator:
 	$(PYTHON) emulator/tests/run.py
 
-asan: deps
+asan: test-deps
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
 
-tsan: deps
+tsan: test-deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp $$TSAN_OPTIONS" \
 	  $(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
 
@@ -135,7 +167,7 @@ tsan: deps
 # --fair-sched=yes: valgrind runs one thread at a time, and its default lock
 # lets threads that never block starve the rest (its manual, "--fair-sched");
 # the stress suite's eight workers kept its main thread from stopping them.
-valgrind: deps $(O)/resv_tests
+valgrind: test-deps $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
 	  --fair-sched=yes --child-silent-after-fork=yes \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
@@ -188,7 +220,7 @@ stress: $(O)/resv_tests $(O)/libresv.so
 # caught, then MODEL_TRACES random traces of the model replayed against
 # the memory store (model/README.md). make test runs a small size.
 MODEL_TRACES ?= 200
-model: deps $(O)/model/replay
+model: test-deps $(O)/model/replay
 	MODEL_O=$(O)/model model/check.sh
 	model/replay.sh $(O)/model/replay $(MODEL_TRACES)
 
@@ -351,6 +383,19 @@ uninstall:
 	  $(DESTDIR)$(LUA_LIBDIR)/libresv.so $(DESTDIR)$(LUA_SHAREDIR)/resv.lua \
 	  $(DESTDIR)$(BINDIR)/resv
 	rm -rf $(DESTDIR)$(LUA_SHAREDIR)/resv
+	@# The folders install made: the Lua and pkg-config ones when empty; in
+	@# a DESTDIR (a staging tree, all of it the install's) every empty one
+	@# up to DESTDIR. The system's own folders (/usr/local/lib) stay.
+	@rmdir --ignore-fail-on-non-empty $(DESTDIR)$(LUA_SHAREDIR) $(DESTDIR)$(LUA_LIBDIR) \
+	  $(DESTDIR)$(PCDIR) 2>/dev/null; \
+	rmdir --ignore-fail-on-non-empty $(filter %/lua/,$(dir $(DESTDIR)$(LUA_SHAREDIR)) \
+	  $(dir $(DESTDIR)$(LUA_LIBDIR))) 2>/dev/null; true
+	@if [ -n "$(DESTDIR)" ] && [ -d "$(DESTDIR)" ]; then \
+	  cd "$(DESTDIR)" && for d in $(INCLUDEDIR) $(LIBDIR) $(PCDIR) $(BINDIR) $(LUA_SHAREDIR) $(LUA_LIBDIR); do \
+	    d=$${d#/}; while [ "$$d" != . ]; do \
+	      if [ -d "$$d" ]; then rmdir "$$d" 2>/dev/null || break; fi; d=$$(dirname "$$d"); done; \
+	  done; true; \
+	fi
 
 # A packager's round: make install into a fresh DESTDIR (multiarch LIBDIR),
 # the C quick start built with pkg-config from there, require "resv" from
