@@ -27,7 +27,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
            -Wcast-align -Wwrite-strings -Wno-unused-parameter
 OPT     ?= -O2 -g
 SAN     ?=
-# The core's folders (README "Layout"): each file includes its neighbours'
+# The core's folders (CONTRIBUTING.md, "The source tour"): each file includes its neighbours'
 # headers by name.
 CSRC_DIRS := csrc csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
