@@ -66,7 +66,7 @@ TEST_PACKAGES += luarocks
 DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps test-deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -82,8 +82,11 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# The test-only packages come with every target that runs tests.
+.PHONY: test-deps
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
+test asan tsan valgrind model: test-deps
 
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -107,7 +110,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 
 # ---- tests ------------------------------------------------------------
 
-test: test-deps
+test: deps
 	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
 # ---- make check: the inner loop (no server, no emulator) ----------------
@@ -155,10 +158,10 @@ $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 test-emulator:
 	$(PYTHON) emulator/tests/run.py
 
-asan: test-deps
+asan: deps
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
 
-tsan: test-deps
+tsan: deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp $$TSAN_OPTIONS" \
 	  $(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
 
@@ -167,7 +170,7 @@ tsan: test-deps
 # --fair-sched=yes: valgrind runs one thread at a time, and its default lock
 # lets threads that never block starve the rest (its manual, "--fair-sched");
 # the stress suite's eight workers kept its main thread from stopping them.
-valgrind: test-deps $(O)/resv_tests
+valgrind: deps $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
 	  --fair-sched=yes --child-silent-after-fork=yes \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
@@ -220,7 +223,7 @@ stress: $(O)/resv_tests $(O)/libresv.so
 # caught, then MODEL_TRACES random traces of the model replayed against
 # the memory store (model/README.md). make test runs a small size.
 MODEL_TRACES ?= 200
-model: test-deps $(O)/model/replay
+model: deps $(O)/model/replay
 	MODEL_O=$(O)/model model/check.sh
 	model/replay.sh $(O)/model/replay $(MODEL_TRACES)
 
