@@ -113,30 +113,6 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 test: deps
 	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
-# ---- make check: the inner loop (no server, no emulator) ----------------
-# The build, the C suites that need no MongoDB, the Lua specs on the
-# embedded stores (busted without RESV_TEST_URI skips the MongoDB specs),
-# the layout check and the documentation's examples that need no server.
-# A suite that needs no emulator belongs in CHECK_SUITES.
-CHECK_SUITES := validate,rules_memory,pool,job,memory,mongo_decode,rules_file,file_store,file_diff
-.PHONY: check test-docs test-docs-offline
-check: all $(O)/resv_tests
-	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests
-	env -u RESV_TEST_URI LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
-	  $(LUAJIT) /usr/bin/busted >$(O)/check-busted.log 2>&1 \
-	  && tail -1 $(O)/check-busted.log || { cat $(O)/check-busted.log; exit 1; }
-	@$(MAKE) --no-print-directory test-layout test-docs-offline
-
-# Every code block of README.md and docs/ marked runnable (scripts/test-docs):
-# Lua and shell from a scratch folder outside the work tree, the nginx.conf
-# through nginx -t and a request; test-docs also runs the blocks that need a
-# MongoDB (against the emulator or MONGODB_URI).
-test-docs: all
-	O=$(O) LUAJIT=$(LUAJIT) scripts/with-mongo $(PYTHON) scripts/test-docs
-test-docs-offline: all
-	O=$(O) LUAJIT=$(LUAJIT) $(PYTHON) scripts/test-docs --offline
-# ---- end of make check --------------------------------------------------
-
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
 test-c: $(O)/resv_tests $(O)/examples/quickstart
@@ -251,6 +227,30 @@ test-layout:
 	       grep -rl '#include <lmdb\.h>' csrc --include='*.[ch]' | grep -v '^csrc/file/\|^csrc/test/'); \
 	if [ -n "$$bad" ]; then echo "test-layout: outside their folder: $$bad"; exit 1; fi; \
 	echo "test-layout: mongoc only in csrc/mongo/, LMDB only in csrc/file/"
+
+# ---- make check: the inner loop (no server, no emulator) ----------------
+# The build, the C suites that need no MongoDB, the Lua specs on the
+# embedded stores (busted without RESV_TEST_URI skips the MongoDB specs),
+# the layout check and the documentation's examples that need no server.
+# A suite that needs no emulator belongs in CHECK_SUITES.
+CHECK_SUITES := validate,rules_memory,pool,job,memory,mongo_decode,rules_file,file_store,file_diff
+.PHONY: check test-docs test-docs-offline
+check: all $(O)/resv_tests
+	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests
+	env -u RESV_TEST_URI LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
+	  $(LUAJIT) /usr/bin/busted >$(O)/check-busted.log 2>&1 \
+	  && tail -1 $(O)/check-busted.log || { cat $(O)/check-busted.log; exit 1; }
+	@$(MAKE) --no-print-directory test-layout test-docs-offline
+
+# Every code block of README.md and docs/ marked runnable (scripts/test-docs):
+# Lua and shell from a scratch folder outside the work tree, the nginx.conf
+# through nginx -t and a request; test-docs also runs the blocks that need a
+# MongoDB (against the emulator or MONGODB_URI).
+test-docs: all
+	O=$(O) LUAJIT=$(LUAJIT) scripts/with-mongo $(PYTHON) scripts/test-docs
+test-docs-offline: all
+	O=$(O) LUAJIT=$(LUAJIT) $(PYTHON) scripts/test-docs --offline
+# ---- end of make check --------------------------------------------------
 
 # resv in the real Tarantool: fibers yield and resume as themselves, and
 # the event loop keeps ticking (against the emulator or MONGODB_URI).
