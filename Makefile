@@ -69,6 +69,8 @@ TEST_PACKAGES += tarantool lua-luv neovim lua-cqueues love
 TEST_PACKAGES += spin
 # make test-install tries the rockspec with LuaRocks.
 TEST_PACKAGES += luarocks
+# promtool checks the Prometheus text of resv.metrics and resv stats.
+TEST_PACKAGES += prometheus
 # What `make deps` installs (bench-deps passes its own list).
 DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
