@@ -1,0 +1,107 @@
+/* file_identity.c: a running file store's check that its files are still
+ * the ones behind its path, and still whole.
+ *
+ * One store behind one path: a cleanup job that deletes the directory
+ * (rm -rf) under a running store leaves the store answering from files no
+ * other process can reach, while a new process makes a fresh store at the
+ * path: two worlds, each granting the same key to a different owner. So
+ * the store looks at the open data.mdb's link count at the start of every
+ * transaction (one fstat: 0 once the file is deleted, or replaced by a
+ * rename), and compares the device and inode of the lock.mdb it opened
+ * with the file found at its path (which also sees lock.mdb deleted or
+ * replaced alone, and the directory moved away and another put in its
+ * place) at the start of every write transaction, and at most once a
+ * second on reads (a call answered from a read snapshot, such as a
+ * conflict, is a read). One stat of a path is most of the cost of the
+ * check, so data.mdb's path is not looked at too: its link count says as
+ * much. Once anything differs, the store answers closed from then on, on
+ * every call: it never goes back to answering from either world.
+ *
+ * The same fstat measures data.mdb: a file truncated while the store has
+ * it mapped would kill the process at the first read of a page past its
+ * new end (SIGBUS), so a transaction that finds the file shorter than the
+ * newest meta page says (its last page + 1, times the page size) reads
+ * nothing and answers format, for good. The newest meta is read before
+ * the file's size, and LMDB writes a commit's pages before its meta and
+ * never shortens the file, so a commit of another process in between
+ * cannot make a whole file look short. A truncation during a transaction,
+ * after its check, is not caught: the check narrows the window to the
+ * transaction itself. */
+#include "file_check.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#define PATH_CHECK_MS 1000
+
+int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path) {
+  struct stat lock;
+  char file[sizeof id->path + 16];
+  MDB_stat est;
+  int rc = mdb_env_get_fd(mdb, &id->fd);
+  if (rc) return rc;
+  snprintf(file, sizeof file, "%s/lock.mdb", path);
+  if (stat(file, &lock) != 0) return errno;
+  if ((rc = mdb_env_stat(mdb, &est))) return rc;
+  snprintf(id->path, sizeof id->path, "%s", path);
+  id->psize = est.ms_psize;
+  id->lock_dev = lock.st_dev;
+  id->lock_ino = lock.st_ino;
+  atomic_init(&id->state, 0);
+  atomic_init(&id->path_at, resv__monotonic_ms() + PATH_CHECK_MS);
+  atomic_init(&id->short_size, 0);
+  atomic_init(&id->short_need, 0);
+  return 0;
+}
+
+static bool same_file(const char *path, const char *name, dev_t dev, ino_t ino) {
+  char file[4096 + 16];
+  struct stat st;
+  snprintf(file, sizeof file, "%s/%s", path, name);
+  return stat(file, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+/* Records the end state rc; the first one found stays. */
+static int found(resv__file_identity_t *id, int rc) {
+  int none = 0;
+  atomic_compare_exchange_strong(&id->state, &none, rc);
+  return atomic_load(&id->state);
+}
+
+int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool paths) {
+  int state = atomic_load_explicit(&id->state, memory_order_relaxed);
+  if (state) return state;
+  MDB_envinfo info;
+  struct stat st;
+  if (mdb_env_info(mdb, &info) != 0 || fstat(id->fd, &st) != 0) return 0;
+  if (st.st_nlink == 0) return found(id, RESV__FILE_GONE);
+  int64_t need = (int64_t)(info.me_last_pgno + 1) * (int64_t)id->psize;
+  if (st.st_size < need) {
+    atomic_store(&id->short_size, (int64_t)st.st_size);
+    atomic_store(&id->short_need, need);
+    return found(id, RESV__FILE_SHORT);
+  }
+  if (!paths) {
+    int64_t now = resv__monotonic_ms();
+    int64_t at = atomic_load_explicit(&id->path_at, memory_order_relaxed);
+    if (now < at || !atomic_compare_exchange_strong(&id->path_at, &at, now + PATH_CHECK_MS))
+      return 0;
+  }
+  if (!same_file(id->path, "lock.mdb", id->lock_dev, id->lock_ino))
+    return found(id, RESV__FILE_GONE);
+  return 0;
+}
+
+bool resv__file_identity_fail(const resv__file_identity_t *id, int rc, const char *what,
+                              resv_error_t *err) {
+  if (rc == RESV__FILE_GONE)
+    return resv__fail(err, RESV_ECLOSED,
+                      "%s: the store's files were removed or replaced while it was "
+                      "open; close the store and open it again", id->path);
+  return resv__fail(err, RESV_EFORMAT,
+                    "%s: %s/data.mdb is damaged: it was truncated while the store "
+                    "was open (%lld bytes, its meta page says %lld); nothing more is "
+                    "read from it", what, id->path, (long long)atomic_load(&id->short_size),
+                    (long long)atomic_load(&id->short_need));
+}
