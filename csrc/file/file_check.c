@@ -135,13 +135,14 @@ static bool check_metas(const char *file, int fd, off_t size, resv_error_t *err)
                       "path: %s is damaged: it is %lld bytes, shorter than its meta "
                       "page says (%llu bytes: pages 0 to %llu of %llu bytes, as of "
                       "transaction %llu): the file was truncated, or that meta page "
-                      "is damaged; nothing was read from it", file, (long long)size, (unsigned long long)need,
+                      "is damaged; nothing was read from it", file, (long long)size,
+                      (unsigned long long)need,
                       (unsigned long long)m[use].last_pg,
                       (unsigned long long)m[use].psize, (unsigned long long)m[use].txnid);
   return true;
 }
 
-/* "user nobody (uid 65534)" for the effective uid. */
+/* "nobody (uid 65534)" for uid, or "uid N" when it has no name. */
 static void user_name(uid_t uid, char *buf, size_t size) {
   struct passwd pw, *found = NULL;
   char room[1024];
@@ -186,7 +187,8 @@ bool resv__file_fail_access(resv_error_t *err, int errnum, const char *op,
  * looked at, never opened: closing a descriptor of it would drop every
  * lock the process holds on it. */
 static bool can_open(const char *path, const char *file, int *fd, resv_error_t *err) {
-  int rc = fd ? (*fd = open(file, O_RDWR | O_CLOEXEC)) : faccessat(AT_FDCWD, file, R_OK | W_OK, AT_EACCESS);
+  int rc = fd ? (*fd = open(file, O_RDWR | O_CLOEXEC))
+              : faccessat(AT_FDCWD, file, R_OK | W_OK, AT_EACCESS);
   if (rc >= 0) return true;
   if (errno != ENOENT) return resv__file_fail_access(err, errno, "open", file, "for writing");
   if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) == 0) return true;
