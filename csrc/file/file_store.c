@@ -34,6 +34,11 @@
  * pages: mdb_reader_check clears such slots at open, at most once a second
  * on writes, and when the map is full.
  *
+ * Before LMDB opens a directory, file_check.c checks data.mdb's meta pages
+ * against its size and that the files can be opened as the process's
+ * user; at the start of every transaction, file_identity.c checks that
+ * they are still the ones behind the path, and whole (begin_txn).
+ *
  * LMDB forbids opening one environment twice in a process (closing either
  * would drop the other's locks), so stores of one process on one directory
  * share it through a registry counted by reference; a child after fork()
