@@ -20,7 +20,7 @@
  *    a get of a present key and a conflict, wall ns per call, against the
  *    check alone on the same files, measured in the same run: per
  *    transaction (an fstat of data.mdb and LMDB's meta), and per write
- *    transaction (a stat of lock.mdb's path besides). The ratio is the call
+ *    transaction (that and a stat of lock.mdb's path). The ratio is the call
  *    with its checks over the call without them (the call less the
  *    checks).
  *

@@ -72,6 +72,11 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
  * second. */
 int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool paths);
 
+/* The paths part of resv__file_identity_check alone, every time: for a
+ * write transaction once it holds LMDB's writer lock (it was checked
+ * without the paths just before). */
+int resv__file_identity_paths(resv__file_identity_t *id);
+
 /* Fills err for rc (RESV__FILE_GONE: RESV_ECLOSED; RESV__FILE_SHORT:
  * RESV_EFORMAT), what being the operation. Returns false. */
 bool resv__file_identity_fail(const resv__file_identity_t *id, int rc, const char *what,

@@ -21,12 +21,15 @@
  * it mapped would kill the process at the first read of a page past its
  * new end (SIGBUS), so a transaction that finds the file shorter than the
  * newest meta page says (its last page + 1, times the page size) reads
- * nothing and answers format, for good. The newest meta is read before
- * the file's size, and LMDB writes a commit's pages before its meta and
- * never shortens the file, so a commit of another process in between
- * cannot make a whole file look short. A truncation during a transaction,
- * after its check, is not caught: the check narrows the window to the
- * transaction itself. */
+ * nothing and answers format, for good. The check runs before LMDB begins
+ * the transaction (which reads the meta pages from the map: a file
+ * shorter than those two pages is short without reading them). LMDB
+ * writes a commit's pages before its meta and never shortens the file,
+ * so when the size measured before the meta was read falls short, a
+ * second fstat after it tells a commit of another process in between
+ * from a truncation. A truncation during a transaction, after its check,
+ * is not caught: the check narrows the window to the transaction
+ * itself. */
 #include "file_check.h"
 
 #include <errno.h>
@@ -74,9 +77,14 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
   if (state) return state;
   MDB_envinfo info;
   struct stat st;
-  if (mdb_env_info(mdb, &info) != 0 || fstat(id->fd, &st) != 0) return 0;
+  if (fstat(id->fd, &st) != 0) return 0;
   if (st.st_nlink == 0) return found(id, RESV__FILE_GONE);
-  int64_t need = (int64_t)(info.me_last_pgno + 1) * (int64_t)id->psize;
+  int64_t need = 2 * (int64_t)id->psize; /* the meta pages, before LMDB reads them */
+  if (st.st_size >= need && mdb_env_info(mdb, &info) == 0) {
+    need = (int64_t)(info.me_last_pgno + 1) * (int64_t)id->psize;
+    /* A commit between the fstat and the meta may have grown both. */
+    if (st.st_size < need && fstat(id->fd, &st) != 0) return 0;
+  }
   if (st.st_size < need) {
     atomic_store(&id->short_size, (int64_t)st.st_size);
     atomic_store(&id->short_need, need);
@@ -88,6 +96,12 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
     if (now < at || !atomic_compare_exchange_strong(&id->path_at, &at, now + PATH_CHECK_MS))
       return 0;
   }
+  return resv__file_identity_paths(id);
+}
+
+int resv__file_identity_paths(resv__file_identity_t *id) {
+  int state = atomic_load_explicit(&id->state, memory_order_relaxed);
+  if (state) return state;
   if (!same_file(id->path, "lock.mdb", id->lock_dev, id->lock_ino))
     return found(id, RESV__FILE_GONE);
   return 0;

@@ -193,10 +193,12 @@ static bool lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char *wha
 static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   for (;;) {
     pthread_rwlock_rdlock(&e->resize);
-    int rc = mdb_txn_begin(e->mdb, NULL, flags, txn);
-    if (rc == 0) {
-      /* The files are still the store's, and whole (file_identity.c). */
-      if (!(rc = resv__file_identity_check(&e->id, e->mdb, flags == 0))) return 0;
+    /* The files are still the store's, and whole (file_identity.c):
+     * before LMDB reads the meta, and for a write once it holds the
+     * writer's lock, with the paths. */
+    int rc = resv__file_identity_check(&e->id, e->mdb, false);
+    if (rc == 0 && (rc = mdb_txn_begin(e->mdb, NULL, flags, txn)) == 0) {
+      if (flags || !(rc = resv__file_identity_paths(&e->id))) return 0;
       mdb_txn_abort(*txn);
     }
     pthread_rwlock_unlock(&e->resize);
@@ -222,8 +224,8 @@ static int begin_read(env_t *e, MDB_txn **txn) {
   MDB_txn *t = e->n_idle ? e->idle[--e->n_idle] : NULL;
   pthread_mutex_unlock(&e->idle_mutex);
   if (t) {
-    int rc = mdb_txn_renew(t);
-    if (rc == 0 && !(rc = resv__file_identity_check(&e->id, e->mdb, false))) {
+    int rc = resv__file_identity_check(&e->id, e->mdb, false);
+    if (rc == 0 && !(rc = mdb_txn_renew(t))) {
       *txn = t;
       return 0;
     }

@@ -220,9 +220,10 @@ END_TEST
 
 /* ---- damaged while open -------------------------------------------------- */
 
-/* Opens, reads everything, truncates data.mdb to half, then every get and
- * a reserve must answer format (a get of a key whose pages are left is no
- * better: the file is damaged). Exits 100 + format when they all do. */
+/* Opens, reads everything, truncates data.mdb to *arg percent, then every
+ * get and a reserve must answer format (a get of a key whose pages are
+ * left is no better: the file is damaged). Exits 100 + format when they
+ * all do. */
 static void truncate_under_open_store(void *arg) {
   resv_error_t err = {0};
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
@@ -234,7 +235,7 @@ static void truncate_under_open_store(void *arg) {
     if (!call(t, RESV_OP_GET, key, "o1", &a, &err) || a.status != RESV_PENDING) exit_by_exec(3);
     resv_answer_clear(&a);
   }
-  truncate_to(50);
+  truncate_to(*(int *)arg);
   int answered = 0; /* from what is left of the file */
   for (int i = 0; i < KEYS; i++) {
     snprintf(key, sizeof key, "k%d@x", i);
@@ -250,8 +251,17 @@ static void truncate_under_open_store(void *arg) {
 }
 
 START_TEST(reads_of_a_file_truncated_while_open_answer_format) {
+  int half = 50;
   make_store();
-  expect_error(in_child(truncate_under_open_store, NULL), RESV_EFORMAT, "truncated");
+  expect_error(in_child(truncate_under_open_store, &half), RESV_EFORMAT, "truncated");
+}
+END_TEST
+
+/* Even the meta pages gone: LMDB reads them first of all. */
+START_TEST(reads_of_a_file_emptied_while_open_answer_format) {
+  int none = 0;
+  make_store();
+  expect_error(in_child(truncate_under_open_store, &none), RESV_EFORMAT, "truncated");
 }
 END_TEST
 
@@ -419,6 +429,7 @@ Suite *file_integrity_suite(void) {
   tcase_add_test(tc, a_data_file_truncated_to_10_percent_is_refused_at_open);
   tcase_add_test(tc, damaged_meta_pages_are_refused_at_open);
   tcase_add_test(tc, reads_of_a_file_truncated_while_open_answer_format);
+  tcase_add_test(tc, reads_of_a_file_emptied_while_open_answer_format);
   tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
