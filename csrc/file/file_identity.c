@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PATH_CHECK_MS 1000
 
@@ -47,7 +48,14 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   snprintf(file, sizeof file, "%s/lock.mdb", path);
   if (stat(file, &lock) != 0) return errno;
   if ((rc = mdb_env_stat(mdb, &est))) return rc;
-  snprintf(id->path, sizeof id->path, "%s", path);
+  /* A relative path is the one of the working directory at open: the
+   * process may change directory since. Symbolic links stay as given, so
+   * that a link pointed at another directory is a replacement too. */
+  char cwd[sizeof id->path];
+  int n = path[0] != '/' && getcwd(cwd, sizeof cwd)
+              ? snprintf(id->path, sizeof id->path, "%s/%s", cwd, path)
+              : snprintf(id->path, sizeof id->path, "%s", path);
+  if (n < 0 || (size_t)n >= sizeof id->path) return ENAMETOOLONG;
   id->psize = est.ms_psize;
   id->lock_dev = lock.st_dev;
   id->lock_ino = lock.st_ino;

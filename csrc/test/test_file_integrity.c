@@ -335,6 +335,24 @@ START_TEST(a_lock_file_removed_under_a_running_store_answers_closed) {
 }
 END_TEST
 
+/* A relative path stays the directory it named at open. */
+START_TEST(a_relative_path_survives_a_change_of_directory) {
+  char cwd[4096], *slash = strrchr(dir, '/');
+  ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+  *slash = '\0';
+  ck_assert_int_eq(chdir(dir), 0);
+  *slash = '/';
+  resv_store_t *s = test_open_file(slash + 1, RESV_SYNC_PROCESS);
+  ck_assert_int_eq(chdir("/"), 0);
+  resv_answer_t a = {0};
+  test_reserve(type_of(s), "seat@x", "a", "a", HOUR, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  ck_assert_int_eq(chdir(cwd), 0);
+}
+END_TEST
+
 /* ---- permissions --------------------------------------------------------- */
 
 START_TEST(the_files_follow_the_umask) {
@@ -433,6 +451,7 @@ Suite *file_integrity_suite(void) {
   tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_relative_path_survives_a_change_of_directory);
   tcase_add_test(tc, the_files_follow_the_umask);
   tcase_add_test(tc, a_store_made_by_root_refuses_another_user_naming_both);
   tcase_add_test(tc, a_read_only_directory_is_invalid_naming_the_user);
