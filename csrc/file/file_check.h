@@ -23,9 +23,10 @@
 
 /* What resv__file_identity_check returns besides 0 and LMDB's codes
  * (which are from -30799 to -30780; errno values are positive): the
- * store's files were removed or replaced, or data.mdb was cut shorter
- * than its meta page says. Either is for good: every later check returns
- * it too. lmdb_fail turns them into errors with resv__file_identity_fail. */
+ * store's files were removed or replaced (for good: every later check
+ * returns it too), or data.mdb is shorter than its meta page says (as
+ * long as it is). lmdb_fail turns them into errors with
+ * resv__file_identity_fail. */
 #define RESV__FILE_GONE (-30600)
 #define RESV__FILE_SHORT (-30601)
 
@@ -37,7 +38,7 @@ typedef struct resv__file_identity {
   size_t psize;
   dev_t lock_dev; /* lock.mdb as LMDB opened it */
   ino_t lock_ino;
-  _Atomic int state;          /* 0, RESV__FILE_GONE or RESV__FILE_SHORT */
+  _Atomic int state;          /* 0 or RESV__FILE_GONE */
   _Atomic int64_t path_at;    /* when the paths are to be looked at next */
   _Atomic int64_t short_size; /* what data.mdb measured when found short */
   _Atomic int64_t short_need;
@@ -60,9 +61,15 @@ bool resv__file_check(const char *path, resv_error_t *err);
 bool resv__file_fail_access(resv_error_t *err, int errnum, const char *op,
                             const char *file, const char *how);
 
-/* Records what mdb, just opened on the directory path, has open. Returns
- * an LMDB error code or errno (0 on success). */
+/* Records what mdb, just opened on the directory path, has open, and
+ * grows data.mdb as resv__file_identity_grow does. Returns an LMDB error
+ * code or errno (0 on success). */
 int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path);
+
+/* Keeps data.mdb some pages longer than its newest meta page says (a
+ * sparse hole; LMDB may leave the pages at its end unwritten): for the
+ * end of every write transaction of this process. */
+void resv__file_identity_grow(resv__file_identity_t *id, MDB_env *mdb);
 
 /* 0 when the store's files are still behind its path and data.mdb holds
  * every page its meta page names; else RESV__FILE_GONE or

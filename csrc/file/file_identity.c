@@ -21,7 +21,8 @@
  * it mapped would kill the process at the first read of a page past its
  * new end (SIGBUS), so a transaction that finds the file shorter than the
  * newest meta page says (its last page + 1, times the page size) reads
- * nothing and answers format, for good. The check runs before LMDB begins
+ * nothing and answers format (as long as the file stays short: the state
+ * is not kept, see below). The check runs before LMDB begins
  * the transaction (which reads the meta pages from the map: a file
  * shorter than those two pages is short without reading them). LMDB
  * writes a commit's pages before its meta and never shortens the file,
@@ -29,7 +30,18 @@
  * second fstat after it tells a commit of another process in between
  * from a truncation. A truncation during a transaction, after its check,
  * is not caught: the check narrows the window to the transaction
- * itself. */
+ * itself.
+ *
+ * LMDB itself may leave a file shorter than its meta says: pages a commit
+ * allocated at the end and freed again before it ended ("loose" pages)
+ * are listed as free and never written, so the file can stop short of
+ * its last page. So the store keeps data.mdb GROW_PAGES pages or more
+ * longer than its meta says (ftruncate, a sparse hole that takes no room
+ * on the disk): at open, and after each write transaction of this
+ * process. A commit would have to add more pages than that at once for
+ * another process's read to find the file short between the commit and
+ * the growth after it; such a read answers format once, and the next one
+ * finds the file grown (which is why a short file is not remembered). */
 #include "file_check.h"
 
 #include <errno.h>
@@ -38,6 +50,7 @@
 #include <unistd.h>
 
 #define PATH_CHECK_MS 1000
+#define GROW_PAGES 512 /* of room kept past the last page */
 
 int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path) {
   struct stat lock;
@@ -63,7 +76,20 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   atomic_init(&id->path_at, resv__monotonic_ms() + PATH_CHECK_MS);
   atomic_init(&id->short_size, 0);
   atomic_init(&id->short_need, 0);
+  resv__file_identity_grow(id, mdb);
   return 0;
+}
+
+void resv__file_identity_grow(resv__file_identity_t *id, MDB_env *mdb) {
+  MDB_envinfo info;
+  struct stat st;
+  if (atomic_load_explicit(&id->state, memory_order_relaxed) || fstat(id->fd, &st) != 0 ||
+      mdb_env_info(mdb, &info) != 0)
+    return;
+  int64_t need = (int64_t)(info.me_last_pgno + 1) * (int64_t)id->psize;
+  int64_t room = GROW_PAGES * (int64_t)id->psize;
+  /* A failure leaves the file as it was: LMDB writes the pages it uses. */
+  if (st.st_size < need + room && ftruncate(id->fd, (off_t)(need + 2 * room)) != 0) return;
 }
 
 static bool same_file(const char *path, const char *name, dev_t dev, ino_t ino) {
@@ -93,10 +119,10 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
     /* A commit between the fstat and the meta may have grown both. */
     if (st.st_size < need && fstat(id->fd, &st) != 0) return 0;
   }
-  if (st.st_size < need) {
+  if (st.st_size < need) { /* not kept: see the top of the file */
     atomic_store(&id->short_size, (int64_t)st.st_size);
     atomic_store(&id->short_need, need);
-    return found(id, RESV__FILE_SHORT);
+    return RESV__FILE_SHORT;
   }
   if (!paths) {
     int64_t now = resv__monotonic_ms();

@@ -187,6 +187,10 @@ static bool lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char *wha
 
 /* ---- transactions ------------------------------------------------------- */
 
+/* Whether this thread's open transaction is a write one (a write
+ * transaction begins no other before it ends), for end_txn. */
+static _Thread_local bool in_write;
+
 /* Begins a transaction (flags 0 or MDB_RDONLY) with e->resize held
  * shared; end_txn releases it once the transaction is committed or
  * aborted. */
@@ -198,7 +202,10 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
      * writer's lock, with the paths. */
     int rc = resv__file_identity_check(&e->id, e->mdb, false);
     if (rc == 0 && (rc = mdb_txn_begin(e->mdb, NULL, flags, txn)) == 0) {
-      if (flags || !(rc = resv__file_identity_paths(&e->id))) return 0;
+      if (flags || !(rc = resv__file_identity_paths(&e->id))) {
+        in_write = !flags;
+        return 0;
+      }
       mdb_txn_abort(*txn);
     }
     pthread_rwlock_unlock(&e->resize);
@@ -212,7 +219,13 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   }
 }
 
-static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
+static void end_txn(env_t *e) {
+  if (in_write) { /* LMDB may leave its last pages unwritten (file_identity.c) */
+    in_write = false;
+    resv__file_identity_grow(&e->id, e->mdb);
+  }
+  pthread_rwlock_unlock(&e->resize);
+}
 
 /* A read-only transaction, renewed from the idle ones when there is one
  * (else begun); end_read resets it and keeps it, up to IDLE_READERS. A
