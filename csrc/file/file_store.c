@@ -936,7 +936,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   /* An environment whose files were removed or replaced is not shared:
    * its stores answer closed, a new one opens what the path holds now. */
   while (e && !(e->dev == st.st_dev && e->ino == st.st_ino && e->pid == pid &&
-                !resv__file_identity_check(&e->id, e->mdb, true)))
+                resv__file_identity_check(&e->id, e->mdb, true) != RESV__FILE_GONE))
     e = e->next;
   if (e && e->disk != disk) {
     resv__fail(err, RESV_EINVALID,
