@@ -36,8 +36,8 @@ typedef struct resv__file_identity {
   char path[4096]; /* the directory */
   int fd;          /* data.mdb, LMDB's descriptor */
   size_t psize;
-  dev_t lock_dev; /* lock.mdb as LMDB opened it */
-  ino_t lock_ino;
+  dev_t data_dev, lock_dev; /* the files as LMDB opened them */
+  ino_t data_ino, lock_ino;
   _Atomic int state;          /* 0 or RESV__FILE_GONE */
   _Atomic int64_t path_at;    /* when the paths are to be looked at next */
   _Atomic int64_t short_size; /* what data.mdb measured when found short */
@@ -74,8 +74,8 @@ void resv__file_identity_grow(resv__file_identity_t *id, MDB_env *mdb);
 /* 0 when the store's files are still behind its path and data.mdb holds
  * every page its meta page names; else RESV__FILE_GONE or
  * RESV__FILE_SHORT. The size and the link count of the open data.mdb are
- * looked at on every call (one fstat); the path of lock.mdb on every
- * call with paths true (write transactions), else at most once a
+ * looked at on every call (one fstat); the paths of data.mdb and lock.mdb
+ * on every call with paths true (write transactions), else at most once a
  * second. */
 int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool paths);
 

@@ -7,15 +7,15 @@
  * path: two worlds, each granting the same key to a different owner. So
  * the store looks at the open data.mdb's link count at the start of every
  * transaction (one fstat: 0 once the file is deleted, or replaced by a
- * rename), and compares the device and inode of the lock.mdb it opened
- * with the file found at its path (which also sees lock.mdb deleted or
- * replaced alone, and the directory moved away and another put in its
- * place) at the start of every write transaction, and at most once a
+ * rename), and compares the device and inode of the data.mdb and lock.mdb
+ * it opened with the files found at their paths (which also sees a file
+ * moved away and a copy put in its place, lock.mdb deleted alone, the
+ * directory moved away and another put at the path) at the start of every
+ * write transaction, once LMDB's writer lock is held, and at most once a
  * second on reads (a call answered from a read snapshot, such as a
- * conflict, is a read). One stat of a path is most of the cost of the
- * check, so data.mdb's path is not looked at too: its link count says as
- * much. Once anything differs, the store answers closed from then on, on
- * every call: it never goes back to answering from either world.
+ * conflict, is a read). Once anything differs, the store answers closed
+ * from then on, on every call: it never goes back to answering from
+ * either world.
  *
  * The same fstat measures data.mdb: a file truncated while the store has
  * it mapped would kill the process at the first read of a page past its
@@ -53,11 +53,12 @@
 #define GROW_PAGES 512 /* of room kept past the last page */
 
 int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path) {
-  struct stat lock;
+  struct stat data, lock;
   char file[sizeof id->path + 16];
   MDB_stat est;
   int rc = mdb_env_get_fd(mdb, &id->fd);
   if (rc) return rc;
+  if (fstat(id->fd, &data) != 0) return errno;
   snprintf(file, sizeof file, "%s/lock.mdb", path);
   if (stat(file, &lock) != 0) return errno;
   if ((rc = mdb_env_stat(mdb, &est))) return rc;
@@ -70,6 +71,8 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
               : snprintf(id->path, sizeof id->path, "%s", path);
   if (n < 0 || (size_t)n >= sizeof id->path) return ENAMETOOLONG;
   id->psize = est.ms_psize;
+  id->data_dev = data.st_dev;
+  id->data_ino = data.st_ino;
   id->lock_dev = lock.st_dev;
   id->lock_ino = lock.st_ino;
   atomic_init(&id->state, 0);
@@ -136,7 +139,8 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
 int resv__file_identity_paths(resv__file_identity_t *id) {
   int state = atomic_load_explicit(&id->state, memory_order_relaxed);
   if (state) return state;
-  if (!same_file(id->path, "lock.mdb", id->lock_dev, id->lock_ino))
+  if (!same_file(id->path, "data.mdb", id->data_dev, id->data_ino) ||
+      !same_file(id->path, "lock.mdb", id->lock_dev, id->lock_ino))
     return found(id, RESV__FILE_GONE);
   return 0;
 }

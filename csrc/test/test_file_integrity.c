@@ -319,27 +319,49 @@ static void reserve_as_b(void *arg) {
   exit_by_exec(a.status == RESV_RESERVED ? 0 : 3);
 }
 
-/* Process A (this one) runs a store; the directory goes (removed, or
- * moved away when moved_to is not NULL, or only its lock.mdb removed
- * when lock_only); B makes a new store there and reserves seat@x. A must
- * answer closed, never reserved; a store A opens afterwards sees B's
- * world. */
-static void two_worlds(const char *moved_to, bool lock_only, int32_t sync) {
+/* How the files go from under a running store. */
+enum { REMOVE_DIR, MOVE_DIR, REMOVE_LOCK, COPY_DATA };
+
+/* cp from to, in one read and one write (the test's files are small). */
+static void copy_file(const char *from, const char *to) {
+  struct stat st;
+  ck_assert_int_eq(stat(from, &st), 0);
+  char *buf = malloc((size_t)st.st_size);
+  int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ck_assert(buf && in >= 0 && out >= 0);
+  ck_assert_int_eq(read(in, buf, (size_t)st.st_size), st.st_size);
+  ck_assert_int_eq(write(out, buf, (size_t)st.st_size), st.st_size);
+  close(in);
+  close(out);
+  free(buf);
+}
+
+/* Process A (this one) runs a store; its files go (how; aside, when
+ * moved or copied, is where the old ones go); B opens the path and
+ * reserves seat@x. A must answer closed, never reserved; a store A opens
+ * afterwards sees B's world. */
+static void two_worlds(int how, const char *aside, int32_t sync) {
   resv_store_t *s = test_open_file(dir, sync);
   resv_type_t *t = type_of(s);
   resv_answer_t a = {0};
   resv_error_t err;
   test_reserve(t, "mine@x", "a", "a", HOUR, &a);
   resv_answer_clear(&a);
-  char lock[300];
+  char lock[300], data[300];
   file_of(lock, sizeof lock, "lock.mdb");
-  if (lock_only)
+  file_of(data, sizeof data, "data.mdb");
+  if (how == REMOVE_LOCK) {
     ck_assert_int_eq(unlink(lock), 0);
-  else if (moved_to)
-    ck_assert_int_eq(rename(dir, moved_to), 0);
-  else
-    test_remove_dir(dir);
-  if (!lock_only) ck_assert_int_eq(mkdir(dir, 0700), 0);
+  } else if (how == COPY_DATA) { /* a backup moved away, a copy put back */
+    ck_assert_int_eq(rename(data, aside), 0);
+    copy_file(aside, data);
+  } else {
+    if (how == MOVE_DIR)
+      ck_assert_int_eq(rename(dir, aside), 0);
+    else
+      test_remove_dir(dir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+  }
   outcome_t b = in_child(reserve_as_b, NULL);
   ck_assert_msg(WIFEXITED(b.status) && WEXITSTATUS(b.status) == 0, "B: %d %s", b.status,
                 b.message);
@@ -360,21 +382,30 @@ static void two_worlds(const char *moved_to, bool lock_only, int32_t sync) {
 }
 
 START_TEST(a_directory_removed_under_a_running_store_answers_closed) {
-  two_worlds(NULL, false, RESV_SYNC_PROCESS);
+  two_worlds(REMOVE_DIR, NULL, RESV_SYNC_PROCESS);
 }
 END_TEST
 
 START_TEST(a_directory_replaced_under_a_running_store_answers_closed) {
   char old[300];
   snprintf(old, sizeof old, "%s.old", dir);
-  two_worlds(old, false, RESV_SYNC_DISK);
+  two_worlds(MOVE_DIR, old, RESV_SYNC_DISK);
   test_remove_dir(old);
 }
 END_TEST
 
 /* Two lock files for one data file would be two writers at once. */
 START_TEST(a_lock_file_removed_under_a_running_store_answers_closed) {
-  two_worlds(NULL, true, RESV_SYNC_PROCESS);
+  two_worlds(REMOVE_LOCK, NULL, RESV_SYNC_PROCESS);
+}
+END_TEST
+
+/* The old data.mdb still has its link, so only its path tells. */
+START_TEST(a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed) {
+  char aside[300];
+  snprintf(aside, sizeof aside, "%s.data", dir);
+  two_worlds(COPY_DATA, aside, RESV_SYNC_PROCESS);
+  unlink(aside);
 }
 END_TEST
 
@@ -495,6 +526,7 @@ Suite *file_integrity_suite(void) {
   tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_relative_path_survives_a_change_of_directory);
   tcase_add_test(tc, the_files_follow_the_umask);
   tcase_add_test(tc, a_store_made_by_root_refuses_another_user_naming_both);
