@@ -30,7 +30,9 @@
  * second fstat after it tells a commit of another process in between
  * from a truncation. A truncation during a transaction, after its check,
  * is not caught: the check narrows the window to the transaction
- * itself.
+ * itself. (Not lseek to the end, which costs half an fstat: LMDB writes
+ * several pages with lseek then writev on the same descriptor, and a
+ * seek of another thread in between sends them to the wrong place.)
  *
  * LMDB itself may leave a file shorter than its meta says: pages a commit
  * allocated at the end and freed again before it ended ("loose" pages)
@@ -47,9 +49,19 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PATH_CHECK_MS 1000
+
+/* Milliseconds of the coarse monotonic clock: the tick of the kernel,
+ * read without the cost of the precise one, enough to look at the paths
+ * about once a second. */
+static int64_t coarse_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 #define GROW_PAGES 512 /* of room kept past the last page */
 
 int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path) {
@@ -76,7 +88,7 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   id->lock_dev = lock.st_dev;
   id->lock_ino = lock.st_ino;
   atomic_init(&id->state, 0);
-  atomic_init(&id->path_at, resv__monotonic_ms() + PATH_CHECK_MS);
+  atomic_init(&id->path_at, coarse_ms() + PATH_CHECK_MS);
   atomic_init(&id->short_size, 0);
   atomic_init(&id->short_need, 0);
   resv__file_identity_grow(id, mdb);
@@ -128,7 +140,7 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
     return RESV__FILE_SHORT;
   }
   if (!paths) {
-    int64_t now = resv__monotonic_ms();
+    int64_t now = coarse_ms();
     int64_t at = atomic_load_explicit(&id->path_at, memory_order_relaxed);
     if (now < at || !atomic_compare_exchange_strong(&id->path_at, &at, now + PATH_CHECK_MS))
       return 0;
