@@ -142,12 +142,12 @@ static bool check_metas(const char *file, int fd, off_t size, resv_error_t *err)
   return true;
 }
 
-/* "nobody (uid 65534)" for uid, or "uid N" when it has no name. */
+/* "user nobody (uid 65534)" for uid, or "uid N" when it has no name. */
 static void user_name(uid_t uid, char *buf, size_t size) {
   struct passwd pw, *found = NULL;
   char room[1024];
   if (getpwuid_r(uid, &pw, room, sizeof room, &found) == 0 && found)
-    snprintf(buf, size, "%s (uid %u)", found->pw_name, (unsigned)uid);
+    snprintf(buf, size, "user %s (uid %u)", found->pw_name, (unsigned)uid);
   else
     snprintf(buf, size, "uid %u", (unsigned)uid);
 }
@@ -173,11 +173,11 @@ bool resv__file_fail_access(resv_error_t *err, int errnum, const char *op,
   }
   if (have) {
     user_name(st.st_uid, owner, sizeof owner);
-    snprintf(where, sizeof where, " (%s%s is owned by user %s, mode %04o)",
+    snprintf(where, sizeof where, " (%s%s is owned by %s, mode %04o)",
              dir[0] ? "its directory " : "", dir[0] ? dir : "it", owner,
              (unsigned)(st.st_mode & 07777));
   }
-  return resv__fail(err, RESV_EINVALID, "path: cannot %s %s%s%s as user %s: %s%s", op, file,
+  return resv__fail(err, RESV_EINVALID, "path: cannot %s %s%s%s as %s: %s%s", op, file,
                     how[0] ? " " : "", how, me, strerror(errnum), where);
 }
 

@@ -470,7 +470,7 @@ static void with_user(char *words, size_t size) {
   if (geteuid() == 0)
     snprintf(words + n, size - n, " as user nobody (uid %d): Permission denied", NOBODY);
   else
-    snprintf(words + n, size - n, " as user ");
+    snprintf(words + n, size - n, " as ");
 }
 
 START_TEST(a_store_made_by_root_refuses_another_user_naming_both) {
