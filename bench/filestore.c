@@ -16,10 +16,18 @@
  *    call", the same writers each committing its own synced LMDB
  *    transaction per reservation-sized put (what a store without group
  *    commit would do).
+ * 4. what the file store's checks of its own files cost (file_identity.c):
+ *    a get of a present key and a conflict, wall ns per call, against the
+ *    check alone on the same files, measured in the same run: per
+ *    transaction (an fstat of data.mdb and LMDB's meta), and per write
+ *    transaction (that, and stats of the paths of data.mdb and lock.mdb). The ratio is the call
+ *    with its checks over the call without them (the call less the
+ *    checks).
  *
  * Every figure is printed as "figure <name> <value>". The store's
  * directories are made under $TMPDIR (default /tmp) and removed. */
 #include "bench.h"
+#include "file_check.h"
 
 #include <dirent.h>
 #include <lmdb.h>
@@ -299,6 +307,84 @@ static void disk_sync(double seconds) {
   }
 }
 
+/* ---- 4. the checks of the store's own files ------------------------------ */
+
+static double get_pass(resv_type_t *t, int n) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  char key[32];
+  int64_t t0 = bench_wall_ns();
+  for (int i = 0; i < n; i++) {
+    key_of(key, i);
+    resv_request_t r = {.op = RESV_OP_GET,
+                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
+                        .owner = {resv_cstr(""), resv_cstr("owner-0001")}};
+    if (!resv_call(t, &r, &a, &err)) bench_die("get", &err);
+    if (a.status != RESV_PENDING) bench_expect("get", &a, RESV_PENDING);
+  }
+  int64_t t1 = bench_wall_ns();
+  resv_answer_clear(&a);
+  return (double)(t1 - t0) / n;
+}
+
+/* The check alone, n times, on LMDB's own environment of the store's
+ * directory (the store closed: one environment per process). */
+static double check_pass(int n, bool paths) {
+  MDB_env *env = lmdb_open(MDB_RDONLY, "the store");
+  resv__file_identity_t id;
+  if (resv__file_identity_init(&id, env, dir)) {
+    fprintf(stderr, "bench: cannot look at the store's files\n");
+    exit(1);
+  }
+  int64_t t0 = bench_wall_ns();
+  for (int i = 0; i < n; i++)
+    if (resv__file_identity_check(&id, env, paths)) {
+      fprintf(stderr, "bench: the store's files look gone\n");
+      exit(1);
+    }
+  int64_t t1 = bench_wall_ns();
+  mdb_env_close(env);
+  return (double)(t1 - t0) / n;
+}
+
+static void file_checks(int n) {
+  double get[ROUNDS], conflict[ROUNDS], fresh[ROUNDS], txn[ROUNDS], write[ROUNDS];
+  fresh_dir();
+  resv_store_t *fs = open_store(dir, RESV_SYNC_PROCESS, 1);
+  for (int round = 0; round < ROUNDS; round++) {
+    char name[32];
+    snprintf(name, sizeof name, "checks%d", round);
+    fresh[round] = pass(type_of(fs, name), n, "owner-0001", RESV_RESERVED);
+  }
+  resv_type_t *t = type_of(fs, "checks0");
+  for (int round = 0; round < ROUNDS; round++) {
+    get[round] = get_pass(t, n);
+    conflict[round] = pass(t, n, "owner-0002", RESV_CONFLICT);
+  }
+  resv_store_close(fs);
+  for (int round = 0; round < ROUNDS; round++) {
+    txn[round] = check_pass(n, false);
+    write[round] = check_pass(n, true);
+  }
+  remove_dir();
+  double g = bench_median(get, ROUNDS), c = bench_median(conflict, ROUNDS);
+  double w = bench_median(fresh, ROUNDS);
+  double ct = bench_median(txn, ROUNDS), cw = bench_median(write, ROUNDS);
+  /* A get and a conflict run one read transaction, its check without
+   * the paths; a new key a read transaction, then a write one, its check
+   * with them. */
+  printf("4. %-14s %8.0f ns, of which the check of the files %5.0f ns: %.2fx without it\n",
+         "get", g, ct, g / (g - ct));
+  printf("4. %-14s %8.0f ns, of which the check of the files %5.0f ns: %.2fx without it\n",
+         "conflict", c, ct, c / (c - ct));
+  printf("4. %-14s %8.0f ns, of which the checks of the files %5.0f ns: %.2fx without them\n",
+         "reserve_new", w, ct + cw, w / (w - ct - cw));
+  printf("figure file_get_ns %.0f\nfigure file_check_txn_ns %.0f\n"
+         "figure file_check_write_ns %.0f\nfigure file_get_check_ratio %.3f\n"
+         "figure file_conflict_check_ratio %.3f\nfigure file_new_check_ratio %.3f\n",
+         g, ct, cw, g / (g - ct), c / (c - ct), w / (w - ct - cw));
+}
+
 int main(int argc, char **argv) {
   int keys = argc > 1 ? atoi(argv[1]) : 100000;
   double seconds = argc > 2 ? atof(argv[2]) : 2;
@@ -308,5 +394,6 @@ int main(int argc, char **argv) {
   inline_calls(keys);
   bytes_per_reservation(keys);
   disk_sync(seconds);
+  file_checks(keys);
   return 0;
 }

@@ -34,12 +34,18 @@
  * pages: mdb_reader_check clears such slots at open, at most once a second
  * on writes, and when the map is full.
  *
+ * Before LMDB opens a directory, file_check.c checks data.mdb's meta pages
+ * against its size and that the files can be opened as the process's
+ * user; at the start of every transaction, file_identity.c checks that
+ * they are still the ones behind the path, and whole (begin_txn).
+ *
  * LMDB forbids opening one environment twice in a process (closing either
  * would drop the other's locks), so stores of one process on one directory
  * share it through a registry counted by reference; a child after fork()
  * never uses its parent's (store.c answers closed, and a store the child
  * opens gets its own environment). */
 #include "file_internal.h"
+#include "file_check.h"
 
 #include <bson/bson.h>
 #include <dirent.h>
@@ -88,6 +94,7 @@ typedef struct env {
   int64_t map_size;
   size_t limit_pages; /* map_size in pages: where writes that add stop */
   char path[PATH_MAX];
+  resv__file_identity_t id; /* the files it has open (file_identity.c) */
   /* Every transaction holds it shared; adopting a map grown by another
    * process (MDB_MAP_RESIZED) needs no transaction open, so it holds it
    * exclusively. */
@@ -167,6 +174,13 @@ static bool lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char *wha
   case MDB_INVALID:
   case MDB_VERSION_MISMATCH:
     return resv__fail(err, RESV_EFORMAT, "%s: %s: %s", what, e->path, mdb_strerror(rc));
+  case RESV__FILE_GONE:
+  case RESV__FILE_SHORT:
+    return resv__file_identity_fail(&e->id, rc, what, err);
+  case EACCES:
+  case EPERM:
+  case EROFS:
+    return resv__file_fail_access(err, rc, what, e->path, "");
   default:
     return resv__fail(err, RESV_EUNAVAILABLE, "%s: %s: %s", what, e->path, mdb_strerror(rc));
   }
@@ -174,14 +188,27 @@ static bool lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char *wha
 
 /* ---- transactions ------------------------------------------------------- */
 
+/* Whether this thread's open transaction is a write one (a write
+ * transaction begins no other before it ends), for end_txn. */
+static _Thread_local bool in_write;
+
 /* Begins a transaction (flags 0 or MDB_RDONLY) with e->resize held
  * shared; end_txn releases it once the transaction is committed or
  * aborted. */
 static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   for (;;) {
     pthread_rwlock_rdlock(&e->resize);
-    int rc = mdb_txn_begin(e->mdb, NULL, flags, txn);
-    if (rc == 0) return 0;
+    /* The files are still the store's, and whole (file_identity.c):
+     * before LMDB reads the meta, and for a write once it holds the
+     * writer's lock, with the paths. */
+    int rc = resv__file_identity_check(&e->id, e->mdb, false);
+    if (rc == 0 && (rc = mdb_txn_begin(e->mdb, NULL, flags, txn)) == 0) {
+      if (flags || !(rc = resv__file_identity_paths(&e->id))) {
+        in_write = !flags;
+        return 0;
+      }
+      mdb_txn_abort(*txn);
+    }
     pthread_rwlock_unlock(&e->resize);
     if (rc != MDB_MAP_RESIZED) return rc;
     /* Another process grew the map: adopt its size, with no transaction
@@ -193,7 +220,13 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   }
 }
 
-static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
+static void end_txn(env_t *e) {
+  if (in_write) { /* LMDB may leave its last pages unwritten (file_identity.c) */
+    in_write = false;
+    resv__file_identity_grow(&e->id, e->mdb);
+  }
+  pthread_rwlock_unlock(&e->resize);
+}
 
 /* A read-only transaction, renewed from the idle ones when there is one
  * (else begun); end_read resets it and keeps it, up to IDLE_READERS. A
@@ -205,11 +238,16 @@ static int begin_read(env_t *e, MDB_txn **txn) {
   MDB_txn *t = e->n_idle ? e->idle[--e->n_idle] : NULL;
   pthread_mutex_unlock(&e->idle_mutex);
   if (t) {
-    if (mdb_txn_renew(t) == 0) {
+    int rc = resv__file_identity_check(&e->id, e->mdb, false);
+    if (rc == 0 && !(rc = mdb_txn_renew(t))) {
       *txn = t;
       return 0;
     }
     mdb_txn_abort(t);
+    if (rc == RESV__FILE_GONE || rc == RESV__FILE_SHORT) {
+      pthread_rwlock_unlock(&e->resize);
+      return rc;
+    }
   }
   pthread_rwlock_unlock(&e->resize);
   return begin_txn(e, MDB_RDONLY, txn);
@@ -243,16 +281,17 @@ static void check_readers(env_t *e, bool now_anyway) {
 /* Makes the directory when it is missing and refuses one holding anything
  * but LMDB's two files. */
 static bool check_directory(const char *path, struct stat *st, resv_error_t *err) {
-  if (mkdir(path, 0770) != 0 && errno != EEXIST)
-    return resv__fail(err, RESV_EINVALID, "path: cannot make the directory %s: %s",
-                      path, strerror(errno));
+  if (mkdir(path, 0777) != 0 && errno != EEXIST) /* the umask says who may enter */
+    return errno == EACCES || errno == EPERM || errno == EROFS
+               ? resv__file_fail_access(err, errno, "make the directory", path, "")
+               : resv__fail(err, RESV_EINVALID, "path: cannot make the directory %s: %s",
+                            path, strerror(errno));
   if (stat(path, st) != 0)
     return resv__fail(err, RESV_EINVALID, "path: %s: %s", path, strerror(errno));
   if (!S_ISDIR(st->st_mode))
     return resv__fail(err, RESV_EINVALID, "path: %s is not a directory", path);
   DIR *dir = opendir(path);
-  if (!dir)
-    return resv__fail(err, RESV_EINVALID, "path: cannot read %s: %s", path, strerror(errno));
+  if (!dir) return resv__file_fail_access(err, errno, "read the directory", path, "");
   bool ok = true;
   struct dirent *de;
   while (ok && (de = readdir(dir))) {
@@ -346,6 +385,7 @@ static void env_free(env_t *e) {
 
 static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
                       bool disk, resv_error_t *err) {
+  if (!resv__file_check(path, err)) return NULL; /* file_check.c */
   env_t *e = calloc(1, sizeof *e);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
@@ -369,7 +409,8 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   } else if (!(rc = mdb_env_set_maxdbs(e->mdb, MAX_TYPES + 1)) &&
              !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
              !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
-    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC), 0660);
+    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC), 0666);
+    if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path);
   }
   if (rc) {
     if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
@@ -917,7 +958,11 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   registry_lock();
   pid_t pid = getpid();
   env_t *e = registry;
-  while (e && !(e->dev == st.st_dev && e->ino == st.st_ino && e->pid == pid)) e = e->next;
+  /* An environment whose files were removed or replaced is not shared:
+   * its stores answer closed, a new one opens what the path holds now. */
+  while (e && !(e->dev == st.st_dev && e->ino == st.st_ino && e->pid == pid &&
+                resv__file_identity_check(&e->id, e->mdb, true) != RESV__FILE_GONE))
+    e = e->next;
   if (e && e->disk != disk) {
     resv__fail(err, RESV_EINVALID,
                "sync: %s is already open in this process with sync = %s", o->path,

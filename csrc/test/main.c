@@ -20,6 +20,7 @@ static const struct {
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),
     SUITE(no_create),
+    SUITE(file_integrity),
 };
 
 /* True when name is one of the comma-separated names in list. */

@@ -1,0 +1,536 @@
+/* test_file_integrity.c: the file store on a bad day for its files (SPEC
+ * section 6, "Integrity"): data.mdb truncated or its meta pages damaged
+ * while closed is refused at open with format; truncated while open, a
+ * read answers format instead of killing the process; the directory
+ * deleted or replaced under a running store answers closed, never a
+ * second world; the files follow the umask, and a permission refused
+ * names the path, the operation and the user, with code invalid.
+ *
+ * Whatever may crash runs in a forked child (LMDB maps data.mdb: a page
+ * past the end of the file is SIGBUS), which reports its answer as its
+ * exit status and its error text through a pipe; the parent asserts on
+ * them, so a crash fails the test instead of ending the runner. */
+#include <bson/bson.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests.h"
+
+#define HOUR (3600 * 1000)
+#define KEYS 2000
+#define NOBODY 65534
+
+static char dir[256];
+
+static void setup(void) { test_temp_dir(dir, sizeof dir); }
+
+/* Also what a failed test left: the store made in dir/store, with the
+ * modes given back. */
+static void teardown(void) {
+  char sub[300];
+  chmod(dir, 0700);
+  snprintf(sub, sizeof sub, "%s/store", dir);
+  chmod(sub, 0700);
+  test_remove_dir(sub);
+  test_remove_dir(dir);
+}
+
+static void file_of(char *out, size_t size, const char *name) {
+  snprintf(out, size, "%s/%s", dir, name);
+}
+
+static resv_type_t *type_of(resv_store_t *s) {
+  resv_error_t err;
+  resv_type_t *t = resv_store_type(s, "test", 4, "seat", 4, &err);
+  ck_assert_msg(t != NULL, "type: %s", err.message);
+  return t;
+}
+
+static bool call(resv_type_t *t, int32_t op, const char *key, const char *owner,
+                 resv_answer_t *a, resv_error_t *err) {
+  resv_request_t r = {.op = op, .key = test_key("email", key),
+                      .owner = test_owner("", owner), .attempt = resv_cstr("a"),
+                      .ttl_ms = HOUR, .version = 1};
+  return resv_call(t, &r, a, err);
+}
+
+/* A closed store of KEYS reservations. */
+static void make_store(void) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s);
+  char key[32];
+  for (int i = 0; i < KEYS; i++) {
+    snprintf(key, sizeof key, "k%d@x", i);
+    resv_answer_t a = {0};
+    test_reserve(t, key, "o1", "a", HOUR, &a);
+    resv_answer_clear(&a);
+  }
+  resv_store_close(s);
+}
+
+/* ---- children ----------------------------------------------------------- */
+
+/* What a child ran into: its exit status and the last error it wrote. */
+typedef struct outcome {
+  int status;
+  char message[sizeof ((resv_error_t *)0)->message];
+} outcome_t;
+
+static int report_fd = -1;
+
+/* Ends a child with status code through exec, so that a leak checker
+ * watching the parent (make valgrind) has nothing to say about the
+ * child's copy of the parent's memory, which would change its status. */
+static void exit_by_exec(int code) {
+  char cmd[32];
+  snprintf(cmd, sizeof cmd, "exit %d", code);
+  execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+  _exit(code);
+}
+
+/* In a child: reports err's text and exits with 100 + its code. */
+static void child_exit_with(const resv_error_t *err) {
+  if (write(report_fd, err->message, strlen(err->message) + 1) < 0) exit_by_exec(2);
+  exit_by_exec(100 + err->code);
+}
+
+/* Runs fn in a forked child, which exits 0 for "every answer right". */
+static outcome_t in_child(void (*fn)(void *), void *arg) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    close(fds[0]);
+    report_fd = fds[1];
+    fn(arg);
+    exit_by_exec(0);
+  }
+  close(fds[1]);
+  outcome_t o = {0};
+  ssize_t n, got = 0;
+  while ((n = read(fds[0], o.message + got, sizeof o.message - 1 - (size_t)got)) > 0)
+    got += n;
+  close(fds[0]);
+  ck_assert_int_eq(waitpid(pid, &o.status, 0), pid);
+  return o;
+}
+
+/* The child ended by exiting with 100 + code, its error saying words. */
+static void expect_error(outcome_t o, int32_t code, const char *words) {
+  ck_assert_msg(!WIFSIGNALED(o.status), "the child was killed by signal %d (%s)",
+                WTERMSIG(o.status), strsignal(WTERMSIG(o.status)));
+  ck_assert_msg(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 100 + code,
+                "the child exited %d (wanted %d, %s): %s", WEXITSTATUS(o.status),
+                100 + code, resv_code_name(code), o.message);
+  ck_assert_msg(strstr(o.message, words), "'%s' does not say '%s'", o.message, words);
+}
+
+/* Opens the store and gets every key: the first error ends the child,
+ * else it exits 1. */
+static void open_and_get_all(void *arg) {
+  resv_error_t err;
+  resv_options_t o = {.path = dir, .map_size = 64 << 20};
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) child_exit_with(&err);
+  resv_type_t *t = resv_store_type(s, "test", 4, "seat", 4, &err);
+  if (!t) child_exit_with(&err);
+  char key[32];
+  for (int i = 0; i < KEYS; i++) {
+    resv_answer_t a = {0};
+    snprintf(key, sizeof key, "k%d@x", i);
+    if (!call(t, RESV_OP_GET, key, "o1", &a, &err)) child_exit_with(&err);
+    resv_answer_clear(&a);
+  }
+  exit_by_exec(1); /* every get answered */
+}
+
+/* ---- damaged while closed ----------------------------------------------- */
+
+/* The bytes of data.mdb's pages, as its newer meta page says (its last
+ * page, at byte 136, + 1, times the page size): the store keeps the file
+ * longer, a sparse hole. */
+static off_t data_bytes(void) {
+  char file[300];
+  long psize = sysconf(_SC_PAGESIZE);
+  uint64_t id[2], last;
+  file_of(file, sizeof file, "data.mdb");
+  int fd = open(file, O_RDONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pread(fd, &id[0], 8, 144), 8);
+  ck_assert_int_eq(pread(fd, &id[1], 8, psize + 144), 8);
+  ck_assert_int_eq(pread(fd, &last, 8, (id[1] > id[0] ? psize : 0) + 136), 8);
+  close(fd);
+  return (off_t)(last + 1) * psize;
+}
+
+static void truncate_to(int percent) {
+  char file[300];
+  file_of(file, sizeof file, "data.mdb");
+  ck_assert_int_eq(truncate(file, data_bytes() * percent / 100), 0);
+}
+
+static void refused_when_truncated_to(int percent) {
+  make_store();
+  truncate_to(percent);
+  expect_error(in_child(open_and_get_all, NULL), RESV_EFORMAT, "truncated");
+}
+
+START_TEST(a_data_file_truncated_to_90_percent_is_refused_at_open) {
+  refused_when_truncated_to(90);
+}
+END_TEST
+
+START_TEST(a_data_file_truncated_to_50_percent_is_refused_at_open) {
+  refused_when_truncated_to(50);
+}
+END_TEST
+
+START_TEST(a_data_file_truncated_to_10_percent_is_refused_at_open) {
+  refused_when_truncated_to(10);
+}
+END_TEST
+
+/* LMDB may leave the last pages of a commit unwritten (freed before the
+ * commit ended): the store keeps room past them, and a cut that takes
+ * only that room loses nothing. */
+START_TEST(the_data_file_is_kept_longer_than_its_pages) {
+  char file[300];
+  struct stat st;
+  make_store();
+  file_of(file, sizeof file, "data.mdb");
+  ck_assert_int_eq(stat(file, &st), 0);
+  ck_assert_int_ge(st.st_size, data_bytes() + 512 * sysconf(_SC_PAGESIZE));
+  ck_assert_int_eq(truncate(file, data_bytes()), 0);
+  outcome_t o = in_child(open_and_get_all, NULL);
+  ck_assert_msg(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 1, "%d: %s", o.status,
+                o.message);
+}
+END_TEST
+
+/* Writes len bytes of buf at off in data.mdb. */
+static void patch(off_t off, const void *buf, size_t len) {
+  char file[300];
+  file_of(file, sizeof file, "data.mdb");
+  int fd = open(file, O_WRONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, buf, len, off), (ssize_t)len);
+  close(fd);
+}
+
+/* The meta page LMDB reads the store from: the one of the larger
+ * transaction id (at byte 144 of each, LMDB 0.9 on 64 bits). */
+static int newer_meta(long psize) {
+  char file[300];
+  uint64_t id[2];
+  file_of(file, sizeof file, "data.mdb");
+  int fd = open(file, O_RDONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pread(fd, &id[0], 8, 144), 8);
+  ck_assert_int_eq(pread(fd, &id[1], 8, psize + 144), 8);
+  close(fd);
+  return id[1] > id[0];
+}
+
+START_TEST(damaged_meta_pages_are_refused_at_open) {
+  long psize = sysconf(_SC_PAGESIZE);
+  char *zeros = calloc(1, (size_t)psize * 2);
+  make_store();
+  /* The newer meta's last page far past the end: LMDB would map it. */
+  uint64_t far = UINT64_C(1) << 30;
+  patch(newer_meta(psize) * psize + 136, &far, sizeof far);
+  expect_error(in_child(open_and_get_all, NULL), RESV_EFORMAT, "meta page");
+  /* The newer meta zeroed: the older one is whole, but LMDB refuses. */
+  test_remove_dir(dir);
+  ck_assert_int_eq(mkdir(dir, 0700), 0);
+  make_store();
+  patch(newer_meta(psize) * psize, zeros, (size_t)psize);
+  expect_error(in_child(open_and_get_all, NULL), RESV_EFORMAT, "is not whole");
+  /* Both zeroed. */
+  patch(0, zeros, (size_t)psize * 2);
+  expect_error(in_child(open_and_get_all, NULL), RESV_EFORMAT, "neither of its two meta pages");
+  free(zeros);
+}
+END_TEST
+
+/* ---- damaged while open -------------------------------------------------- */
+
+/* Opens, reads everything, truncates data.mdb to *arg percent, then every
+ * get and a reserve must answer format (a get of a key whose pages are
+ * left is no better: the file is damaged). Exits 100 + format when they
+ * all do. */
+static void truncate_under_open_store(void *arg) {
+  resv_error_t err = {0};
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s);
+  char key[32];
+  resv_answer_t a = {0};
+  for (int i = 0; i < KEYS; i++) {
+    snprintf(key, sizeof key, "k%d@x", i);
+    if (!call(t, RESV_OP_GET, key, "o1", &a, &err) || a.status != RESV_PENDING) exit_by_exec(3);
+    resv_answer_clear(&a);
+  }
+  truncate_to(*(int *)arg);
+  int answered = 0; /* from what is left of the file */
+  for (int i = 0; i < KEYS; i++) {
+    snprintf(key, sizeof key, "k%d@x", i);
+    if (call(t, RESV_OP_GET, key, "o1", &a, &err))
+      answered++, resv_answer_clear(&a);
+    else if (err.code != RESV_EFORMAT)
+      exit_by_exec(4);
+  }
+  if (answered) exit_by_exec(6);
+  if (call(t, RESV_OP_RESERVE, "new@x", "o2", &a, &err) || err.code != RESV_EFORMAT)
+    exit_by_exec(5);
+  child_exit_with(&err);
+}
+
+START_TEST(reads_of_a_file_truncated_while_open_answer_format) {
+  int half = 50;
+  make_store();
+  expect_error(in_child(truncate_under_open_store, &half), RESV_EFORMAT, "truncated");
+}
+END_TEST
+
+/* Even the meta pages gone: LMDB reads them first of all. */
+START_TEST(reads_of_a_file_emptied_while_open_answer_format) {
+  int none = 0;
+  make_store();
+  expect_error(in_child(truncate_under_open_store, &none), RESV_EFORMAT, "truncated");
+}
+END_TEST
+
+/* ---- one store behind one path ------------------------------------------- */
+
+/* Process B: a fresh store at the path, reserving seat@x for b. */
+static void reserve_as_b(void *arg) {
+  resv_error_t err;
+  resv_answer_t a = {0};
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  if (!call(type_of(s), RESV_OP_RESERVE, "seat@x", "b", &a, &err)) child_exit_with(&err);
+  exit_by_exec(a.status == RESV_RESERVED ? 0 : 3);
+}
+
+/* How the files go from under a running store. */
+enum { REMOVE_DIR, MOVE_DIR, REMOVE_LOCK, COPY_DATA };
+
+/* cp from to, in one read and one write (the test's files are small). */
+static void copy_file(const char *from, const char *to) {
+  struct stat st;
+  ck_assert_int_eq(stat(from, &st), 0);
+  char *buf = malloc((size_t)st.st_size);
+  int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ck_assert(buf && in >= 0 && out >= 0);
+  ck_assert_int_eq(read(in, buf, (size_t)st.st_size), st.st_size);
+  ck_assert_int_eq(write(out, buf, (size_t)st.st_size), st.st_size);
+  close(in);
+  close(out);
+  free(buf);
+}
+
+/* Process A (this one) runs a store; its files go (how; aside, when
+ * moved or copied, is where the old ones go); B opens the path and
+ * reserves seat@x. A must answer closed, never reserved; a store A opens
+ * afterwards sees B's world. */
+static void two_worlds(int how, const char *aside, int32_t sync) {
+  resv_store_t *s = test_open_file(dir, sync);
+  resv_type_t *t = type_of(s);
+  resv_answer_t a = {0};
+  resv_error_t err;
+  test_reserve(t, "mine@x", "a", "a", HOUR, &a);
+  resv_answer_clear(&a);
+  char lock[300], data[300];
+  file_of(lock, sizeof lock, "lock.mdb");
+  file_of(data, sizeof data, "data.mdb");
+  if (how == REMOVE_LOCK) {
+    ck_assert_int_eq(unlink(lock), 0);
+  } else if (how == COPY_DATA) { /* a backup moved away, a copy put back */
+    ck_assert_int_eq(rename(data, aside), 0);
+    copy_file(aside, data);
+  } else {
+    if (how == MOVE_DIR)
+      ck_assert_int_eq(rename(dir, aside), 0);
+    else
+      test_remove_dir(dir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+  }
+  outcome_t b = in_child(reserve_as_b, NULL);
+  ck_assert_msg(WIFEXITED(b.status) && WEXITSTATUS(b.status) == 0, "B: %d %s", b.status,
+                b.message);
+  bool ok = call(t, RESV_OP_RESERVE, "seat@x", "a", &a, &err);
+  ck_assert_msg(!ok, "A answered %s for the seat B holds", resv_status_name(a.status));
+  ck_assert_msg(err.code == RESV_ECLOSED, "%s: %s", resv_code_name(err.code), err.message);
+  ck_assert_msg(strstr(err.message, "removed or replaced"), "%s", err.message);
+  /* From then on, reads too, and the reservation A had is not answered. */
+  ck_assert(!call(t, RESV_OP_GET, "mine@x", "a", &a, &err));
+  ck_assert_int_eq(err.code, RESV_ECLOSED);
+  resv_store_t *again = test_open_file(dir, sync);
+  test_get(type_of(again), "seat@x", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, "b"));
+  resv_answer_clear(&a);
+  resv_store_close(again);
+  resv_store_close(s);
+}
+
+START_TEST(a_directory_removed_under_a_running_store_answers_closed) {
+  two_worlds(REMOVE_DIR, NULL, RESV_SYNC_PROCESS);
+}
+END_TEST
+
+START_TEST(a_directory_replaced_under_a_running_store_answers_closed) {
+  char old[300];
+  snprintf(old, sizeof old, "%s.old", dir);
+  two_worlds(MOVE_DIR, old, RESV_SYNC_DISK);
+  test_remove_dir(old);
+}
+END_TEST
+
+/* Two lock files for one data file would be two writers at once. */
+START_TEST(a_lock_file_removed_under_a_running_store_answers_closed) {
+  two_worlds(REMOVE_LOCK, NULL, RESV_SYNC_PROCESS);
+}
+END_TEST
+
+/* The old data.mdb still has its link, so only its path tells. */
+START_TEST(a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed) {
+  char aside[300];
+  snprintf(aside, sizeof aside, "%s.data", dir);
+  two_worlds(COPY_DATA, aside, RESV_SYNC_PROCESS);
+  unlink(aside);
+}
+END_TEST
+
+/* A relative path stays the directory it named at open. */
+START_TEST(a_relative_path_survives_a_change_of_directory) {
+  char cwd[4096], *slash = strrchr(dir, '/');
+  ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+  *slash = '\0';
+  ck_assert_int_eq(chdir(dir), 0);
+  *slash = '/';
+  resv_store_t *s = test_open_file(slash + 1, RESV_SYNC_PROCESS);
+  ck_assert_int_eq(chdir("/"), 0);
+  resv_answer_t a = {0};
+  test_reserve(type_of(s), "seat@x", "a", "a", HOUR, &a);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  ck_assert_int_eq(chdir(cwd), 0);
+}
+END_TEST
+
+/* ---- permissions --------------------------------------------------------- */
+
+START_TEST(the_files_follow_the_umask) {
+  char path[300], file[320];
+  struct stat st;
+  mode_t old = umask(002);
+  snprintf(path, sizeof path, "%s/store", dir);
+  resv_options_t o = {.path = path, .map_size = 64 << 20};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  umask(old);
+  ck_assert_msg(s != NULL, "%s", err.message);
+  resv_store_close(s);
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0775);
+  snprintf(file, sizeof file, "%s/data.mdb", path);
+  ck_assert_int_eq(stat(file, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0664);
+  snprintf(file, sizeof file, "%s/lock.mdb", path);
+  ck_assert_int_eq(stat(file, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0664);
+  test_remove_dir(path);
+}
+END_TEST
+
+/* In a child: becomes nobody when the tests run as root (else stays who
+ * it is), opens the store at arg and reports the error. */
+static void open_as_nobody(void *arg) {
+  resv_error_t err;
+  if (geteuid() == 0 && (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))) exit_by_exec(2);
+  resv_options_t o = {.path = arg, .map_size = 64 << 20};
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) child_exit_with(&err);
+  resv_store_close(s);
+  exit_by_exec(0);
+}
+
+/* Adds to words what the error must say of the user. */
+static void with_user(char *words, size_t size) {
+  size_t n = strlen(words);
+  if (geteuid() == 0)
+    snprintf(words + n, size - n, " as user nobody (uid %d): Permission denied", NOBODY);
+  else
+    snprintf(words + n, size - n, " as ");
+}
+
+START_TEST(a_store_made_by_root_refuses_another_user_naming_both) {
+  if (geteuid() != 0) return; /* nobody else to be */
+  char path[300], words[600];
+  snprintf(path, sizeof path, "%s/store", dir);
+  ck_assert_int_eq(chmod(dir, 0755), 0);
+  mode_t old = umask(022);
+  resv_store_close(test_open_file(path, RESV_SYNC_PROCESS));
+  umask(old);
+  snprintf(words, sizeof words, "cannot open %s/lock.mdb for writing", path);
+  with_user(words, sizeof words);
+  outcome_t o = in_child(open_as_nobody, path);
+  expect_error(o, RESV_EINVALID, words);
+  expect_error(o, RESV_EINVALID, "owned by user root (uid 0), mode 0644");
+  test_remove_dir(path);
+}
+END_TEST
+
+START_TEST(a_read_only_directory_is_invalid_naming_the_user) {
+  char path[300], words[600];
+  snprintf(path, sizeof path, "%s/store", dir);
+  ck_assert_int_eq(mkdir(path, 0555), 0);
+  ck_assert_int_eq(chmod(path, 0555), 0);
+  ck_assert_int_eq(chmod(dir, 0555), 0);
+  /* An empty directory the process may not write into. */
+  snprintf(words, sizeof words, "cannot create %s/lock.mdb", path);
+  with_user(words, sizeof words);
+  expect_error(in_child(open_as_nobody, path), RESV_EINVALID, words);
+  /* A directory it may not make. */
+  snprintf(path, sizeof path, "%s/missing", dir);
+  snprintf(words, sizeof words, "cannot make the directory %s", path);
+  with_user(words, sizeof words);
+  expect_error(in_child(open_as_nobody, path), RESV_EINVALID, words);
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+  snprintf(path, sizeof path, "%s/store", dir);
+  rmdir(path);
+}
+END_TEST
+
+Suite *file_integrity_suite(void) {
+  Suite *s = suite_create("file_integrity");
+  TCase *tc = tcase_create("file_integrity");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, a_data_file_truncated_to_90_percent_is_refused_at_open);
+  tcase_add_test(tc, a_data_file_truncated_to_50_percent_is_refused_at_open);
+  tcase_add_test(tc, a_data_file_truncated_to_10_percent_is_refused_at_open);
+  tcase_add_test(tc, the_data_file_is_kept_longer_than_its_pages);
+  tcase_add_test(tc, damaged_meta_pages_are_refused_at_open);
+  tcase_add_test(tc, reads_of_a_file_truncated_while_open_answer_format);
+  tcase_add_test(tc, reads_of_a_file_emptied_while_open_answer_format);
+  tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_relative_path_survives_a_change_of_directory);
+  tcase_add_test(tc, the_files_follow_the_umask);
+  tcase_add_test(tc, a_store_made_by_root_refuses_another_user_naming_both);
+  tcase_add_test(tc, a_read_only_directory_is_invalid_naming_the_user);
+  suite_add_tcase(s, tc);
+  return s;
+}
