@@ -124,8 +124,13 @@ static int upgrade_type(MDB_txn *txn, MDB_dbi dbi) {
        rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
     resv__file_buf_t w;
     if (convert(&key, &val, &w)) {
-      MDB_val nv = {w.len, w.p};
-      rc = mdb_cursor_put(c, &key, &nv, MDB_CURRENT);
+      /* A put of another size moves records: put under a copy of the
+       * key, then find the key again to go on from it. */
+      unsigned char at[RESV__FILE_KEY_MAX + 1];
+      MDB_val k = {key.mv_size, at}, nv = {w.len, w.p};
+      memcpy(at, key.mv_data, key.mv_size);
+      rc = mdb_put(txn, dbi, &k, &nv, 0);
+      if (rc == 0) rc = mdb_cursor_get(c, &k, &val, MDB_SET);
     }
     resv__file_buf_free(&w);
     if (rc) break;
