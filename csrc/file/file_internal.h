@@ -91,6 +91,24 @@ int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
                     size_t limit, int64_t now, resv_scan_t *scan,
                     resv_error_t *err, bool *ok);
 
+/* The chain of a type's records (file_chain.c). chain_insert, before a
+ * new record of key is put: its link into *prev (the key before it), and
+ * the record after it relinked to it. chain_delete deletes key's record
+ * and relinks the one after it to the deleted one's link. chain_gap: true
+ * when after's link (after NULL: the format record's tail) names before,
+ * proving nothing lies between them. The first two return an LMDB error
+ * code (0 on success). */
+int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev);
+int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
+bool resv__file_chain_gap(MDB_txn *txn, MDB_dbi dbi, const MDB_val *before,
+                          const MDB_val *after, const MDB_val *after_val);
+
+/* Whether the store's "resv" database lists the type collection (a key
+ * "type <collection>"), in *listed; with add, lists it when it is not.
+ * A type is listed when its format record is written: a listed type
+ * without one lost its database to damage. Returns an LMDB error code. */
+int resv__file_type_listed(MDB_txn *txn, const char *collection, bool add, bool *listed);
+
 /* Rewrites every record of a store of format 1 (BSON documents) into
  * the records of format 2 (file_record.h), in txn (a write transaction
  * that then marks the store 2; file_upgrade.c). Records not of the layout

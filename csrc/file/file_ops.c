@@ -145,30 +145,34 @@ static bool decode(const resv__file_bounds_t *b, const MDB_val *key, const MDB_v
 }
 
 /* The key asked (want) is not at the cursor: rc is what MDB_SET_RANGE
- * gave. The key there must be greater than want and the one before it
- * smaller, and both must pass their checksums, or the lookup was led
- * astray. Returns an LMDB error, or 0 with *ok. */
+ * gave. The key there must be greater than want, the one before it
+ * smaller, both sound, and the later one's link (the format record's,
+ * past the last key) must name the earlier (file_chain.c), or the lookup
+ * was led astray or a record was lost. Returns an LMDB error, or 0 with
+ * *ok. */
 static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const void *want,
                      size_t want_len, bool *ok) {
-  MDB_val key, val;
-  *ok = true;
+  MDB_val key, val, after, after_val;
+  bool last = rc == MDB_NOTFOUND;
+  *ok = false;
   if (rc == 0) {
-    if ((rc = mdb_cursor_get(c, &key, &val, MDB_GET_CURRENT))) return rc;
-    *ok = key_cmp(&key, want, want_len) > 0 && sound_at(b, &key, &val);
-    if (!*ok) return 0;
+    if ((rc = mdb_cursor_get(c, &after, &after_val, MDB_GET_CURRENT))) return rc;
+    if (key_cmp(&after, want, want_len) <= 0 || !sound_at(b, &after, &after_val)) return 0;
     rc = mdb_cursor_get(c, &key, &val, MDB_PREV);
-  } else if (rc == MDB_NOTFOUND) {
+  } else if (last) {
     rc = mdb_cursor_get(c, &key, &val, MDB_LAST);
   }
-  if (rc == MDB_NOTFOUND) return 0;
+  if (rc == MDB_NOTFOUND) return 0; /* not even the format record before it */
   if (rc) return rc;
-  *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val);
+  *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val) &&
+        resv__file_chain_gap(mdb_cursor_txn(c), mdb_cursor_dbi(c), &key,
+                             last ? NULL : &after, last ? NULL : &after_val);
   return 0;
 }
 
 static const char gap_damage[] =
-    "a lookup of it met damage (a key out of order or a neighbour failing its "
-    "checksum): the file is damaged";
+    "a lookup of it met damage (keys out of order or not linked, or a neighbour "
+    "failing its checksum): the file is damaged";
 
 /* Finds the record of a direct key (f->key) with a cursor. */
 static int lookup_direct(MDB_cursor *c, const resv__file_bounds_t *b, const resv__file_type_t *ft,
@@ -261,16 +265,29 @@ static bool encode(resv__file_buf_t *w, const found_t *f, const resv_key_t *k,
                    const resv_owner_t *o, bool confirmed, int64_t expires_at,
                    int64_t version, const resv_str_t *holds, size_t nholds) {
   MDB_val key = {f->key_len, (void *)f->key};
-  return resv__file_rec_encode(w, &key, k, o, confirmed, expires_at, version, holds, nholds);
+  return resv__file_rec_encode(w, &key, k, o, confirmed, expires_at, version, holds, nholds,
+                               f->present ? f->rec.prev : 0);
 }
 
+/* Puts w under f's key; a new record is chained in first and takes its
+ * link then. */
 static int put(MDB_txn *txn, MDB_dbi dbi, found_t *f, resv__file_buf_t *w) {
   MDB_val key = {f->key_len, f->key}, val = {w->len, w->p};
+  resv__file_buf_t linked = {0};
+  uint32_t prev;
   int rc = 0;
-  if (f->peek)
+  if (f->peek) {
     f->write_needed = true;
-  else
+  } else if (!f->present) {
+    rc = resv__file_chain_insert(txn, dbi, &key, &prev);
+    if (rc == 0 && !resv__file_rec_relink(&linked, &key, &val, prev)) rc = ENOMEM;
+    val.mv_data = linked.p;
+    val.mv_size = linked.len;
+    if (rc == 0) rc = mdb_put(txn, dbi, &key, &val, 0);
+    resv__file_buf_free(&linked);
+  } else {
     rc = mdb_put(txn, dbi, &key, &val, 0);
+  }
   resv__file_buf_free(w);
   return rc;
 }
@@ -281,7 +298,7 @@ static int del(MDB_txn *txn, MDB_dbi dbi, found_t *f) {
     f->write_needed = true;
     return 0;
   }
-  return mdb_del(txn, dbi, &key, NULL);
+  return resv__file_chain_delete(txn, dbi, &key);
 }
 
 /* ---- the rules --------------------------------------------------------- */
@@ -514,12 +531,47 @@ static bool reclaimable(const resv__file_bounds_t *b, const MDB_val *key, const 
   return expired;
 }
 
+/* Keys to delete once a walk's cursor is done with them. */
+typedef struct doomed {
+  unsigned char *p;
+  size_t len, cap;
+} doomed_t;
+
+static bool doom(doomed_t *d, const MDB_val *key) {
+  size_t need = d->len + 2 + key->mv_size;
+  if (need > d->cap) {
+    size_t cap = need > 2 * d->cap ? need : 2 * d->cap;
+    unsigned char *p = realloc(d->p, cap);
+    if (!p) return false;
+    d->p = p;
+    d->cap = cap;
+  }
+  d->p[d->len] = (unsigned char)(key->mv_size >> 8);
+  d->p[d->len + 1] = (unsigned char)key->mv_size;
+  memcpy(d->p + d->len + 2, key->mv_data, key->mv_size);
+  d->len = need;
+  return true;
+}
+
+/* Deletes the doomed keys in order, each relinking the one after it. */
+static int delete_doomed(MDB_txn *txn, MDB_dbi dbi, const doomed_t *d, size_t *deleted) {
+  for (size_t at = 0; at < d->len;) {
+    MDB_val key = {(size_t)d->p[at] << 8 | d->p[at + 1], d->p + at + 2};
+    int rc = resv__file_chain_delete(txn, dbi, &key);
+    if (rc) return rc;
+    ++*deleted;
+    at += 2 + key.mv_size;
+  }
+  return 0;
+}
+
 int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
                     size_t *at_len, int64_t limit, size_t steps,
                     size_t *deleted) {
   MDB_cursor *c;
   MDB_val key, val;
   resv__file_bounds_t b;
+  doomed_t d = {0};
   resv__file_bounds_of(txn, false, &b);
   int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
@@ -531,11 +583,8 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
     rc = mdb_cursor_get(c, &key, &val, MDB_FIRST);
   }
   for (size_t i = 0; rc == 0 && i < steps; i++) {
-    if (reclaimable(&b, &key, &val, limit)) {
-      if ((rc = mdb_cursor_del(c, 0))) break;
-      ++*deleted;
-    }
-    rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
+    if (reclaimable(&b, &key, &val, limit) && !doom(&d, &key)) rc = ENOMEM;
+    if (rc == 0) rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
   }
   if (rc == MDB_NOTFOUND) {
     *at_len = 0; /* the end: the next walk starts again */
@@ -545,6 +594,8 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
     *at_len = key.mv_size;
   }
   mdb_cursor_close(c);
+  if (rc == 0) rc = delete_doomed(txn, dbi, &d, deleted);
+  free(d.p);
   return rc;
 }
 
@@ -556,14 +607,38 @@ int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
 
 /* ---- the format record --------------------------------------------------- */
 
+int resv__file_type_listed(MDB_txn *txn, const char *collection, bool add, bool *listed) {
+  MDB_dbi marker;
+  char name[RESV__MAX_NAMESPACE + 8];
+  int n = snprintf(name, sizeof name, "type %s", collection);
+  MDB_val key = {(size_t)n, name}, val = {0, (void *)""};
+  int rc = mdb_dbi_open(txn, "resv", 0, &marker);
+  if (rc) return rc;
+  rc = mdb_get(txn, marker, &key, &val);
+  *listed = rc == 0;
+  if (rc == MDB_NOTFOUND && add) {
+    val.mv_size = 0;
+    return mdb_put(txn, marker, &key, &val, 0);
+  }
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
                       resv_error_t *err, bool *ok) {
   MDB_val key = {sizeof format_key - 1, (void *)format_key}, val;
   *ok = true;
   int rc = mdb_get(txn, dbi, &key, &val);
   if (rc == MDB_NOTFOUND) {
+    bool listed;
+    if ((rc = resv__file_type_listed(txn, collection, true, &listed))) return rc;
+    if (listed) {
+      *ok = resv__fail(err, RESV_EFORMAT,
+                       "database %s has no format record but the store lists it: "
+                       "the file is damaged; nothing was written", collection);
+      return 0;
+    }
     resv__file_buf_t w;
-    if (!resv__file_format_encode(&w, &key, 1)) {
+    if (!resv__file_format_encode(&w, &key, 1, resv__file_key_link(&key))) {
       resv__file_buf_free(&w);
       return ENOMEM;
     }

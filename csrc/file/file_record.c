@@ -136,11 +136,12 @@ static bool finish(resv__file_buf_t *b, const MDB_val *key) {
 bool resv__file_rec_encode(resv__file_buf_t *b, const MDB_val *key,
                            const resv_key_t *k, const resv_owner_t *o,
                            bool confirmed, int64_t expires_at, int64_t version,
-                           const resv_str_t *holds, size_t nholds) {
+                           const resv_str_t *holds, size_t nholds, uint32_t prev) {
   buf_init(b);
   bool hashed = key->mv_size && ((const unsigned char *)key->mv_data)[0] == RESV__FILE_TAG_HASHED;
   char kind = confirmed ? RESV__REC_CONFIRMED : RESV__REC_PENDING;
   put_fixed(b, (uint64_t)(hashed ? kind + ('a' - 'A') : kind), 1);
+  put_fixed(b, prev, 4);
   if (hashed) {
     put_str(b, k->tenant);
     put_str(b, k->ns);
@@ -158,10 +159,49 @@ bool resv__file_rec_encode(resv__file_buf_t *b, const MDB_val *key,
   return finish(b, key);
 }
 
-bool resv__file_format_encode(resv__file_buf_t *b, const MDB_val *key, int32_t format) {
+bool resv__file_format_encode(resv__file_buf_t *b, const MDB_val *key, int32_t format,
+                              uint32_t tail) {
   buf_init(b);
   put_fixed(b, RESV__REC_FORMAT, 1);
   put_fixed(b, (uint32_t)format, 4);
+  put_fixed(b, tail, 4);
+  return finish(b, key);
+}
+
+uint32_t resv__file_key_link(const MDB_val *key) {
+  return resv__crc32c(0, key->mv_data, key->mv_size);
+}
+
+/* Where the link of a record of this kind lies, or 0 for none. */
+static size_t link_at(int kind) {
+  switch (kind) {
+  case 'P': case 'C': case 'p': case 'c': return 1;
+  case 'F': return 5;
+  default: return 0;
+  }
+}
+
+bool resv__file_rec_link(const MDB_val *key, const MDB_val *val, uint32_t *link) {
+  const unsigned char *v = val->mv_data;
+  if (!resv__file_rec_sound(key, val)) return false;
+  size_t at = link_at(v[0]);
+  if (!at || at + 4 + 4 > val->mv_size) return false;
+  *link = (uint32_t)v[at] | (uint32_t)v[at + 1] << 8 | (uint32_t)v[at + 2] << 16 |
+          (uint32_t)v[at + 3] << 24;
+  return true;
+}
+
+bool resv__file_rec_relink(resv__file_buf_t *b, const MDB_val *key, const MDB_val *val,
+                           uint32_t link) {
+  const unsigned char *v = val->mv_data;
+  buf_init(b);
+  /* Never a damaged record: a new checksum would make it pass. */
+  size_t at = val->mv_size >= 9 && resv__file_rec_sound(key, val) ? link_at(v[0]) : 0;
+  if (!at || at + 8 > val->mv_size) return false;
+  unsigned char *p = room(b, val->mv_size - 4);
+  if (!p) return false;
+  memcpy(p, v, val->mv_size - 4);
+  for (int i = 0; i < 4; i++) p[at + (size_t)i] = (unsigned char)(link >> (8 * i));
   return finish(b, key);
 }
 
@@ -250,6 +290,7 @@ bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
   if (hashed != (k[0] == RESV__FILE_TAG_HASHED))
     return bad(err, "a record of the wrong kind for its key");
   memset(out, 0, offsetof(resv__file_rec_t, inline_holds));
+  out->prev = (uint32_t)get_fixed(&r, 4);
   if (hashed) {
     out->key.tenant = get_str(&r);
     out->key.ns = get_str(&r);
@@ -267,7 +308,7 @@ bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
     out->expires_at = (int64_t)get_fixed(&r, 8);
     if (!r.bad && !get_holds(&r, out, err)) return false;
   }
-  if (!r.bad && r.p == r.end && (kind == RESV__REC_CONFIRMED || out->nholds > 0)) return true;
+  if (!r.bad && r.p == r.end) return true;
   resv__file_rec_free(out);
   return bad(err, "its fields do not fit the record");
 }
@@ -286,6 +327,7 @@ bool resv__file_format_decode(const MDB_val *key, const MDB_val *val, int32_t *f
   reader_t r = {val->mv_data, (const unsigned char *)val->mv_data + val->mv_size - 4, false};
   int kind = (int)get_fixed(&r, 1);
   *format = (int32_t)get_fixed(&r, 4);
+  get_fixed(&r, 4); /* the tail */
   if (kind != RESV__REC_FORMAT || r.bad || r.p != r.end) {
     *why = "the format record is not a format record";
     return false;

@@ -92,14 +92,15 @@ static bool read_doc(const bson_t *b, resv_key_t *k, resv_owner_t *o, bool *conf
 
 /* The format-2 record of one format-1 record into w; false when it is
  * not of the layout (left as it is). */
-static bool convert(const MDB_val *key, const MDB_val *val, resv__file_buf_t *w) {
+static bool convert(const MDB_val *key, const MDB_val *val, uint32_t prev,
+                    resv__file_buf_t *w) {
   bson_t b;
   bson_iter_t it;
   const unsigned char *k = key->mv_data;
   if (key->mv_size < 1 || !bson_init_static(&b, val->mv_data, val->mv_size)) return false;
   if (k[0] == RESV__FILE_TAG_FORMAT) {
     if (!bson_iter_init_find(&it, &b, "format") || !BSON_ITER_HOLDS_NUMBER(&it)) return false;
-    return resv__file_format_encode(w, key, (int32_t)bson_iter_as_int64(&it));
+    return resv__file_format_encode(w, key, (int32_t)bson_iter_as_int64(&it), 0);
   }
   resv_key_t rk;
   resv_owner_t o;
@@ -109,34 +110,53 @@ static bool convert(const MDB_val *key, const MDB_val *val, resv__file_buf_t *w)
   size_t nholds;
   bool ok = read_doc(&b, &rk, &o, &confirmed, &expires_at, &version, &holds, &nholds) &&
             resv__file_rec_encode(w, key, &rk, &o, confirmed, expires_at, version, holds,
-                                  nholds);
+                                  nholds, prev);
   free(holds);
   return ok;
 }
 
-/* Every record of one type's database. */
+/* Puts w under a copy of key, then finds the key again with c, to go on
+ * from it (a put of another size moves the records under a cursor). */
+static int put_at(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *c, const MDB_val *key,
+                  const resv__file_buf_t *w) {
+  unsigned char at[RESV__FILE_KEY_MAX + 1];
+  MDB_val k = {key->mv_size, at}, nv = {w->len, w->p}, v;
+  if (key->mv_size > sizeof at) return MDB_BAD_VALSIZE;
+  memcpy(at, key->mv_data, key->mv_size);
+  int rc = mdb_put(txn, dbi, &k, &nv, 0);
+  return rc ? rc : mdb_cursor_get(c, &k, &v, MDB_SET);
+}
+
+/* Every record of one type's database, chained in key order (the format
+ * record, first, gets the last key's link at the end). */
 static int upgrade_type(MDB_txn *txn, MDB_dbi dbi) {
   MDB_cursor *c;
   MDB_val key, val;
+  uint32_t prev = 0;
   int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
   for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
     resv__file_buf_t w;
-    if (convert(&key, &val, &w)) {
-      /* A put of another size moves records: put under a copy of the
-       * key, then find the key again to go on from it. */
-      unsigned char at[RESV__FILE_KEY_MAX + 1];
-      MDB_val k = {key.mv_size, at}, nv = {w.len, w.p};
-      memcpy(at, key.mv_data, key.mv_size);
-      rc = mdb_put(txn, dbi, &k, &nv, 0);
-      if (rc == 0) rc = mdb_cursor_get(c, &k, &val, MDB_SET);
-    }
+    uint32_t link = resv__file_key_link(&key);
+    if (convert(&key, &val, prev, &w)) rc = put_at(txn, dbi, c, &key, &w);
     resv__file_buf_free(&w);
+    prev = link;
     if (rc) break;
   }
   mdb_cursor_close(c);
-  return rc == MDB_NOTFOUND ? 0 : rc;
+  if (rc != MDB_NOTFOUND) return rc;
+  static const unsigned char format_key[] = "\0format";
+  key.mv_data = (void *)format_key;
+  key.mv_size = sizeof format_key - 1;
+  if ((rc = mdb_get(txn, dbi, &key, &val))) return rc == MDB_NOTFOUND ? 0 : rc;
+  resv__file_buf_t w;
+  if (resv__file_rec_relink(&w, &key, &val, prev)) {
+    MDB_val nv = {w.len, w.p};
+    rc = mdb_put(txn, dbi, &key, &nv, 0);
+  }
+  resv__file_buf_free(&w);
+  return rc;
 }
 
 int resv__file_upgrade(MDB_txn *txn) {
@@ -154,7 +174,10 @@ int resv__file_upgrade(MDB_txn *txn) {
     memcpy(name, key.mv_data, key.mv_size);
     name[key.mv_size] = '\0';
     MDB_dbi dbi;
-    if ((rc = mdb_dbi_open(txn, name, 0, &dbi)) || (rc = upgrade_type(txn, dbi))) break;
+    bool listed;
+    if ((rc = mdb_dbi_open(txn, name, 0, &dbi)) || (rc = upgrade_type(txn, dbi)) ||
+        (rc = resv__file_type_listed(txn, name, true, &listed)))
+      break;
   }
   mdb_cursor_close(c);
   return rc == MDB_NOTFOUND ? 0 : rc;

@@ -80,8 +80,8 @@ static void damage_bob(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   char copy[256];
   ck_assert_uint_le(val.mv_size, sizeof copy);
   memcpy(copy, val.mv_data, val.mv_size);
-  ck_assert_int_eq(copy[3], 'B'); /* kind, "" (0), 1, 'B' */
-  copy[3] ^= 0x01;                 /* 'C': another owner, if it were read */
+  ck_assert_int_eq(copy[7], 'B'); /* kind, link, "" (0), 1, 'B' */
+  copy[7] ^= 0x01;                 /* 'C': another owner, if it were read */
   MDB_val bad = {val.mv_size, copy};
   ck_assert_int_eq(mdb_put(txn, dbi, &key, &bad, 0), 0);
 }

@@ -492,21 +492,26 @@ static void read_record(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   out->len = val.mv_size;
 }
 
-/* The record of ann@x: its bytes but the checksum equal want[0..n), and
- * the checksum the CRC32C of the key and those bytes. */
-static void expect_record_of_ann(const char *want, size_t n) {
+/* The record of ann@x: its kind, then its link (the key before it is the
+ * format record's), then want[0..n), then the checksum: the CRC32C of the
+ * key and the bytes before it. */
+static void expect_record_of_ann(char kind, const char *want, size_t n) {
   bytes_t r;
   with_lmdb("wow_reservation__test__layout", read_record, &r);
-  ck_assert_uint_eq(r.len, n + 4);
-  ck_assert_msg(memcmp(r.p, want, n) == 0, "the record's bytes differ");
-  uint32_t crc = resv__crc32c(resv__crc32c(0, ann_key, sizeof ann_key - 1), r.p, n);
+  ck_assert_uint_eq(r.len, 1 + 4 + n + 4);
+  ck_assert_int_eq(r.p[0], kind);
+  uint32_t link = resv__crc32c(0, "\0format", 7);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(r.p[1 + i], (unsigned char)(link >> (8 * i)));
+  ck_assert_msg(memcmp(r.p + 5, want, n) == 0, "the record's bytes differ");
+  uint32_t crc = resv__crc32c(resv__crc32c(0, ann_key, sizeof ann_key - 1), r.p, 5 + n);
   unsigned char c[4] = {(unsigned char)crc, (unsigned char)(crc >> 8),
                         (unsigned char)(crc >> 16), (unsigned char)(crc >> 24)};
-  ck_assert(memcmp(r.p + n, c, 4) == 0);
+  ck_assert(memcmp(r.p + 5 + n, c, 4) == 0);
 }
 
-/* The record: its kind, the owner's two strings, the expiry (8 bytes,
- * little endian) and the holds, or the version; strings as they are. */
+/* The record: its kind, its link, the owner's two strings, the expiry (8
+ * bytes, little endian) and the holds, or the version; strings as they
+ * are. */
 START_TEST(records_are_compact_with_their_strings_as_they_are) {
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_store_set_time(s, T0);
@@ -516,13 +521,13 @@ START_TEST(records_are_compact_with_their_strings_as_they_are) {
   test_reserve(t, "ann@x", "A", "a2", 1000, &a);
   resv_store_close(s);
   /* 1700000001000 = 0x18bcfe56be8 */
-  static const char pending[] = "P\0\1A\xe8\x6b\xe5\xcf\x8b\x01\0\0\2\2a1\2a2";
-  expect_record_of_ann(pending, sizeof pending - 1);
+  static const char pending[] = "\0\1A\xe8\x6b\xe5\xcf\x8b\x01\0\0\2\2a1\2a2";
+  expect_record_of_ann('P', pending, sizeof pending - 1);
   s = test_open_file(dir, RESV_SYNC_PROCESS);
   test_confirm(type_of(s, "layout"), "ann@x", "A", 7, &a);
   resv_store_close(s);
-  static const char confirmed[] = "C\0\1A\7\0\0\0\0\0\0\0";
-  expect_record_of_ann(confirmed, sizeof confirmed - 1);
+  static const char confirmed[] = "\0\1A\7\0\0\0\0\0\0\0";
+  expect_record_of_ann('C', confirmed, sizeof confirmed - 1);
   resv_answer_clear(&a);
 }
 END_TEST
@@ -634,7 +639,7 @@ static void put_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
 static void put_type_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   MDB_val key = {7, (void *)"\0format"};
   resv__file_buf_t w;
-  ck_assert(resv__file_format_encode(&w, &key, 2));
+  ck_assert(resv__file_format_encode(&w, &key, 2, resv__file_key_link(&key)));
   MDB_val val = {w.len, w.p};
   ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
   resv__file_buf_free(&w);
@@ -673,25 +678,32 @@ START_TEST(a_type_of_another_format_answers_format_and_is_not_written) {
 }
 END_TEST
 
-/* A sound record (its checksum right) of a kind no reservation has. */
-static const char planted[] = "Xmine\xd9\x80\x1e\x5c";
-
+/* A sound record (its checksum right, chained in as the only record
+ * after the format record) that is no reservation: its fields do not fit. */
 static void put_not_a_reservation(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   MDB_val key = {sizeof bad_key - 1, (void *)bad_key};
-  char v[sizeof planted - 1];
-  memcpy(v, planted, sizeof v);
-  uint32_t crc = resv__crc32c(resv__crc32c(0, bad_key, sizeof bad_key - 1), v, 5);
-  for (int i = 0; i < 4; i++) v[5 + i] = (char)(crc >> (8 * i));
+  MDB_val fkey = {7, (void *)"\0format"}, fval;
+  uint32_t link = resv__file_key_link(&fkey);
+  char v[13] = {'P', (char)link, (char)(link >> 8), (char)(link >> 16), (char)(link >> 24),
+                'm', 'i', 'n', 'e'};
+  uint32_t crc = resv__crc32c(resv__crc32c(0, bad_key, sizeof bad_key - 1), v, 9);
+  for (int i = 0; i < 4; i++) v[9 + i] = (char)(crc >> (8 * i));
   MDB_val val = {sizeof v, v};
   ck_assert(resv__file_rec_sound(&key, &val));
   ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
+  ck_assert_int_eq(mdb_get(txn, dbi, &fkey, &fval), 0);
+  resv__file_buf_t w;
+  ck_assert(resv__file_rec_relink(&w, &fkey, &fval, resv__file_key_link(&key)));
+  MDB_val nv = {w.len, w.p};
+  ck_assert_int_eq(mdb_put(txn, dbi, &fkey, &nv, 0), 0);
+  resv__file_buf_free(&w);
 }
 
 static void read_bad(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   MDB_val key = {sizeof bad_key - 1, (void *)bad_key}, val;
   ck_assert_int_eq(mdb_get(txn, dbi, &key, &val), 0);
-  ck_assert_uint_eq(val.mv_size, 9);
-  ck_assert(memcmp(val.mv_data, "Xmine", 5) == 0);
+  ck_assert_uint_eq(val.mv_size, 13);
+  ck_assert(memcmp((const char *)val.mv_data + 5, "mine", 4) == 0);
   *(bool *)arg = true;
 }
 
