@@ -139,6 +139,12 @@ START_TEST(a_damaged_record_answers_format_naming_type_and_key) {
 }
 END_TEST
 
+typedef struct chain_count {
+  size_t records, unlinked;
+} chain_count_t;
+
+static void check_chain(MDB_txn *txn, MDB_dbi dbi, void *arg);
+
 /* ---- a store of format 1 ------------------------------------------------------ */
 
 /* The BSON document of a record, as the store of format 1 wrote it. */
@@ -281,6 +287,10 @@ START_TEST(a_store_of_format_1_is_upgraded_at_open) {
   char kind = 0;
   with_lmdb("wow_reservation__test__old", first_byte_of_ann, &kind);
   ck_assert_int_eq(kind, 'P');
+  chain_count_t n;
+  with_lmdb("wow_reservation__test__old", check_chain, &n);
+  ck_assert_uint_eq(n.records, 1 + 5); /* the format record, 4 records, new@x */
+  ck_assert_uint_eq(n.unlinked, 1);     /* bad@x, as it was */
   /* Opened again: format 2 as it is. */
   s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_store_set_time(s, T0);
@@ -289,6 +299,88 @@ START_TEST(a_store_of_format_1_is_upgraded_at_open) {
   ck_assert_int_eq(a.status, RESV_PENDING);
   resv_answer_clear(&a);
   resv_store_close(s);
+}
+END_TEST
+
+/* ---- the chain ------------------------------------------------------------------ */
+
+/* Every record's link names the key before it; the format record's, the
+ * last key. A record without a link (left by the upgrade: not a
+ * reservation) is counted in unlinked, and the chain passes it. */
+static void check_chain(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  chain_count_t *n = arg;
+  MDB_cursor *c;
+  MDB_val key, val, prev = {0, NULL};
+  uint32_t link, tail = 0;
+  memset(n, 0, sizeof *n);
+  ck_assert_int_eq(mdb_cursor_open(txn, dbi, &c), 0);
+  for (int rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(c, &key, &val, MDB_NEXT), n->records++) {
+    if (!resv__file_rec_link(&key, &val, &link))
+      n->unlinked++;
+    else if (n->records == 0)
+      tail = link;
+    else
+      ck_assert_msg(link == resv__file_key_link(&prev), "record %zu is not linked", n->records);
+    prev = key;
+  }
+  ck_assert_uint_eq(tail, resv__file_key_link(&prev));
+  mdb_cursor_close(c);
+}
+
+/* Reserves, confirms, abandons, releases, reclaiming writes, a sweep and
+ * puts, of short keys and of keys hashed for their length, in a random
+ * order: the chain stays whole. */
+START_TEST(every_write_keeps_the_chain_whole) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "chain");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  unsigned seed = 7;
+  char long_key[700];
+  for (int i = 0; i < 3000; i++) {
+    int k = rand_r(&seed) % 300;
+    char key[720], owner[8];
+    if (k % 10 == 0) {
+      memset(long_key, 'x', 600);
+      snprintf(long_key + 600, 100, "%d", k);
+      snprintf(key, sizeof key, "%s", long_key);
+    } else {
+      snprintf(key, sizeof key, "k%03d", k);
+    }
+    snprintf(owner, sizeof owner, "o%d", rand_r(&seed) % 3);
+    resv_request_t r = {.key = test_key("email", key), .owner = test_owner("", owner),
+                        .attempt = resv_cstr(rand_r(&seed) % 2 ? "a" : "b"),
+                        .ttl_ms = 1 + rand_r(&seed) % 5000, .version = 1};
+    int op = rand_r(&seed) % 5;
+    r.op = op == 0 ? RESV_OP_CONFIRM : op == 1 ? RESV_OP_ABANDON
+           : op == 2 ? RESV_OP_RELEASE : RESV_OP_RESERVE;
+    ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+    if (i % 500 == 499) {
+      resv_store_set_time(s, T0 + i * 10);
+      resv_request_t sw = {.op = RESV_OP_SWEEP};
+      ck_assert_msg(resv_call(t, &sw, &a, &err), "%s", err.message);
+    }
+  }
+  /* And puts, as resv copy makes them. */
+  for (int i = 0; i < 50; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "p%02d", i);
+    resv_scan_entry_t e = {.status = RESV_CONFIRMED, .state = RESV_STATE_CONFIRMED,
+                           .version = 3, .tenant = resv_cstr(""), .ns = resv_cstr("email"),
+                           .key = resv_cstr(key), .owner_tenant = resv_cstr(""),
+                           .owner_id = resv_cstr("P")};
+    int32_t outcome;
+    ck_assert_msg(resv_type_put(t, &e, &outcome, &err), "%s", err.message);
+    ck_assert_int_eq(outcome, RESV_PUT_ADDED);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  chain_count_t n;
+  with_lmdb("wow_reservation__test__chain", check_chain, &n);
+  ck_assert_uint_gt(n.records, 50);
+  ck_assert_uint_eq(n.unlinked, 0);
 }
 END_TEST
 
@@ -458,6 +550,7 @@ Suite *file_records_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, a_damaged_record_answers_format_naming_type_and_key);
   tcase_add_test(tc, a_store_of_format_1_is_upgraded_at_open);
+  tcase_add_test(tc, every_write_keeps_the_chain_whole);
   tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_8);
   tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_64);
   suite_add_tcase(s, tc);
