@@ -388,7 +388,7 @@ END_TEST
 
 #define FLIP_KEYS 2000
 #define FLIP_ABSENT 200
-#define FLIP_TRIALS 40
+#define FLIP_TRIALS 300
 
 typedef struct tally {
   int right, errors, wrong;
