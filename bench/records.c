@@ -9,7 +9,9 @@
  *    ngx.shared.DICT takes for the same entry.
  * 2. get of a present and of an absent key, one thread, wall ns per call,
  *    median of 3 rounds: the file store against LMDB alone (a renewed
- *    read-only transaction and one mdb_get of a record of the same size).
+ *    read-only transaction and one mdb_get of a record of the same size),
+ *    and LMDB alone reading what an absent key's check reads (a cursor's
+ *    MDB_SET_RANGE and MDB_PREV) against its get.
  * 3. single-record commits (a reserve and a release of a new key, sync =
  *    process) before and after a sweep that deleted 10,000 expired
  *    reservations out of 30,000: ns per commit, and after over before, in
@@ -135,8 +137,9 @@ static double gets(resv_type_t *t, int n, int from, int32_t expect) {
 }
 
 /* LMDB alone: a renewed read-only transaction and one mdb_get per call,
- * over n scattered keys with 60-byte values. */
-static double lmdb_gets(int n) {
+ * over n scattered keys with 60-byte values; with neighbours, an absent
+ * key's reads instead: a cursor's MDB_SET_RANGE and MDB_PREV. */
+static double lmdb_gets(int n, bool neighbours) {
   MDB_env *env;
   MDB_txn *txn;
   MDB_dbi dbi;
@@ -163,7 +166,18 @@ static double lmdb_gets(int n) {
     for (int i = 0; i < n; i++) {
       key_of(key, i, true);
       MDB_val k = {20, key}, v;
-      if (mdb_txn_renew(txn) || mdb_get(txn, dbi, &k, &v)) exit(1);
+      MDB_cursor *c;
+      if (mdb_txn_renew(txn)) exit(1);
+      if (!neighbours) {
+        if (mdb_get(txn, dbi, &k, &v)) exit(1);
+      } else {
+        key[19] = 'x'; /* absent, between two keys */
+        if (mdb_cursor_open(txn, dbi, &c)) exit(1);
+        int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
+        mdb_cursor_close(c);
+        if (rc) exit(1);
+      }
       mdb_txn_reset(txn);
     }
     ns[round] = (double)(bench_wall_ns() - t0) / n;
@@ -190,12 +204,14 @@ static void get_costs(int n) {
   }
   resv_store_close(s);
   remove_dir();
-  double base = lmdb_gets(n);
+  double base = lmdb_gets(n, false), around = lmdb_gets(n, true);
   double p = bench_median(present, ROUNDS), a = bench_median(absent, ROUNDS);
   printf("2. get, %d scattered keys: present %.0f ns, absent %.0f ns; LMDB alone %.0f ns: "
          "%.2fx and %.2fx\n", n, p, a, base, p / base, a / base);
+  printf("2. LMDB alone, an absent key's reads around it (MDB_SET_RANGE, MDB_PREV): %.0f ns: "
+         "%.2fx a get\n", around, around / base);
   printf("figure file_get_present_ns %.0f\nfigure file_get_absent_ns %.0f\n"
-         "figure lmdb_get_ns %.0f\n", p, a, base);
+         "figure lmdb_get_ns %.0f\nfigure lmdb_neighbours_ns %.0f\n", p, a, base, around);
 }
 
 /* ---- 3. commits after a big delete ---------------------------------------- */
