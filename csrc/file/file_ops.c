@@ -12,9 +12,10 @@
  * absent for a key that is there. The first key at or after the key asked
  * (MDB_SET_RANGE) must be that key or a greater one, the key before it a
  * smaller one, and when the key is absent both neighbours must pass their
- * checksums (which cover their keys): a lookup led astray, or a key whose
- * bytes changed, meets a key out of place or a checksum that fails, and
- * answers RESV_EFORMAT instead of absent.
+ * checksums (which cover their keys) and be linked to each other
+ * (file_chain.c): a lookup led astray, a record hidden by a damaged page,
+ * or a key whose bytes changed, meets a key out of place, a broken link or
+ * a checksum that fails, and answers RESV_EFORMAT instead of absent.
  *
  * The rules are memory.c's, the reference model, step for step: a reserve
  * or a confirm meets a reservation held by another owner (confirmed, or

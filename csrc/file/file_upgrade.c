@@ -1,7 +1,7 @@
 /* file_upgrade.c: a store of format 1, whose records are BSON documents,
  * rewritten into format 2's records (file_record.h) at open.
  *
- * Format 1 kept each record as its MongoDB document, without a checksum.
+ * Format 1 keeps each record as its MongoDB document, without a checksum.
  * Read with format 2's decoder, a BSON document would fail its checksum
  * and answer format for every key; so the open that finds the store's
  * format record at 1 rewrites every record of every type in the one write

@@ -1,9 +1,10 @@
 /* test_file_records.c: the file store's records on a bad day: a damaged
  * record answers format naming the type and key and is never decoded; a
- * store of format 1 (the BSON documents of the MongoDB layout, as the
- * store wrote them before it had checksums) is upgraded at open and
- * answers what it held; random bits flipped anywhere in data.mdb never
- * give a wrong answer (each get answers what was stored, or an error).
+ * store of format 1 (its records the BSON documents of the MongoDB layout,
+ * without checksums) is upgraded at open and
+ * answers what it held; every write keeps the chain of links between the
+ * records whole; random bits flipped anywhere in data.mdb never give a
+ * wrong answer (each get answers what was stored, or an error).
  *
  * The bit-flip trials open each damaged copy in a child process, so a
  * crash (LMDB itself does not defend against every damaged page header)
