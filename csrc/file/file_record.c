@@ -15,12 +15,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- CRC32C --------------------------------------------------------------- */
 
 static uint32_t crc_table[256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 static bool crc_hw;
+static long os_page; /* the system's page size, set with the table */
 
 static void crc_init(void) {
   for (uint32_t i = 0; i < 256; i++) {
@@ -28,6 +30,7 @@ static void crc_init(void) {
     for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
     crc_table[i] = c;
   }
+  os_page = sysconf(_SC_PAGESIZE);
 #if defined(__x86_64__)
   __builtin_cpu_init();
   crc_hw = __builtin_cpu_supports("sse4.2");
@@ -339,8 +342,11 @@ bool resv__file_format_decode(const MDB_val *key, const MDB_val *val, int32_t *f
 
 void resv__file_bounds_of(MDB_txn *txn, bool read_only, resv__file_bounds_t *b) {
   MDB_stat st;
+  pthread_once(&crc_once, crc_init);
   b->psize = mdb_env_stat(mdb_txn_env(txn), &st) == 0 ? st.ms_psize : 0;
-  b->in_pages = read_only && b->psize;
+  /* A page's place in memory tells its offset only when LMDB's pages are
+   * the system's (the map starts on a system page). */
+  b->in_pages = read_only && b->psize && (long)b->psize == os_page;
 }
 
 /* LMDB's page header: the page's number, 2 bytes of padding, 2 of flags,
