@@ -71,6 +71,9 @@ run scripts/with-mongo "$out/costs"
 run "$out/filestore" 100000 2
 #    and against Redis (appendfsync everysec, SET NX PX through hiredis).
 run "$out/redis_nx" 20000 3
+#    Its records: bytes per reservation in order and scattered, the cost
+#    of a get's neighbour and link checks, commits after a big sweep.
+run "$out/records" 100000
 
 # 9. The counters of resv_store_stats on the memory store's hot path.
 run "$out/stats_cost" 200

@@ -4,9 +4,8 @@
  * checks that it is a resv store, sets each type's database up and runs
  * every call in a transaction: inline for sync = "process", through group
  * commit on the dispatcher for sync = "disk". file_ops.c is what runs
- * inside a transaction: the records (the MongoDB documents of SPEC section
- * 3, as BSON), the rules of SPEC section 5 and the reclaiming of expired
- * reservations. The rest of the core sees only resv__file_open
+ * inside a transaction: the rules of SPEC section 5 over the records
+ * (file_record.h) and the reclaiming of expired reservations. The rest of the core sees only resv__file_open
  * (internal.h). */
 #ifndef RESV_FILE_INTERNAL_H
 #define RESV_FILE_INTERNAL_H
@@ -35,6 +34,7 @@
  * serialises across threads and processes. */
 typedef struct resv__file_type {
   MDB_dbi dbi;
+  const char *collection; /* the database's name, for errors */
   atomic_bool ready;
   unsigned char sweep_at[RESV__FILE_KEY_MAX + 1]; /* next key to visit */
   size_t sweep_len;                                /* 0: from the start */
@@ -90,5 +90,29 @@ int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t 
 int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
                     size_t limit, int64_t now, resv_scan_t *scan,
                     resv_error_t *err, bool *ok);
+
+/* The chain of a type's records (file_chain.c). chain_insert, before a
+ * new record of key is put: its link into *prev (the key before it), and
+ * the record after it relinked to it. chain_delete deletes key's record
+ * and relinks the one after it to the deleted one's link. chain_gap: true
+ * when after's link (after NULL: the format record's tail) names before,
+ * proving nothing lies between them. The first two return an LMDB error
+ * code (0 on success). */
+int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev);
+int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
+bool resv__file_chain_gap(MDB_txn *txn, MDB_dbi dbi, const MDB_val *before,
+                          const MDB_val *after, const MDB_val *after_val);
+
+/* Whether the store's "resv" database lists the type collection (a key
+ * "type <collection>"), in *listed; with add, lists it when it is not.
+ * A type is listed when its format record is written: a listed type
+ * without one lost its database to damage. Returns an LMDB error code. */
+int resv__file_type_listed(MDB_txn *txn, const char *collection, bool add, bool *listed);
+
+/* Rewrites every record of a store of format 1 (BSON documents) into
+ * the records of format 2 (file_record.h), in txn (a write transaction
+ * that then marks the store 2; file_upgrade.c). Records not of the layout
+ * are left as they are. Returns an LMDB error code (0 on success). */
+int resv__file_upgrade(MDB_txn *txn);
 
 #endif /* RESV_FILE_INTERNAL_H */

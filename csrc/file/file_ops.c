@@ -1,13 +1,21 @@
-/* file_ops.c: the file store's records and rules, inside one transaction.
+/* file_ops.c: the file store's rules, inside one transaction.
  *
- * A type's LMDB database holds the documents of its MongoDB collection
- * (SPEC section 3) as BSON, byte for byte what the MongoDB store writes:
- * the format record {_id: "format", format: 1} and one record per key
- * {_id: {t, n, k}, tenant_id, key, owner: {tenant_id, id}, expires_at,
- * holds | version}. So a type copies to MongoDB and back without loss,
- * and a record is read with the MongoDB store's own strict decoder
- * (mongo_decode.c): anything that is not exactly a format-1 reservation
- * answers RESV_EFORMAT and is never written or deleted.
+ * A type's LMDB database holds a format record and one record per key
+ * with the fields of the MongoDB layout (file_record.h says how), each
+ * with a checksum of its key and bytes. A record that fails its checksum
+ * or its layout answers RESV_EFORMAT naming the type and the key, and is
+ * never written, deleted or decoded into an answer.
+ *
+ * A lookup also checks the records around the place of its key: LMDB
+ * finds a key through branch pages that carry no checksum, so a damaged
+ * byte there (or in a key) could lead a lookup to a wrong leaf and answer
+ * absent for a key that is there. The first key at or after the key asked
+ * (MDB_SET_RANGE) must be that key or a greater one, the key before it a
+ * smaller one, and when the key is absent both neighbours must pass their
+ * checksums (which cover their keys) and be linked to each other
+ * (file_chain.c): a lookup led astray, a record hidden by a damaged page,
+ * or a key whose bytes changed, meets a key out of place, a broken link or
+ * a checksum that fails, and answers RESV_EFORMAT instead of absent.
  *
  * The rules are memory.c's, the reference model, step for step: a reserve
  * or a confirm meets a reservation held by another owner (confirmed, or
@@ -22,9 +30,9 @@
  * full pass over n records takes n / steps writes: expired reservations go
  * within a bounded delay, and no call ever pauses for the whole store. */
 #include "file_internal.h"
-#include "mongo_bson.h"
-#include "mongo_internal.h"
+#include "file_record.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +48,7 @@ typedef struct found {
   bool present;
   unsigned char key[RESV__FILE_KEY_MAX + 1]; /* its LMDB key, or the free one */
   size_t key_len;
-  bson_t bson;              /* static, over LMDB's page */
-  resv__mongo_doc_t doc;    /* when present */
+  resv__file_rec_t rec;     /* when present */
   bool peek;                /* decide only: put and del write nothing */
   bool write_needed;        /* a peek met a put or a del */
 } found_t;
@@ -106,127 +113,183 @@ static bool same_key(const resv_key_t *a, const resv_key_t *b) {
 
 /* ---- reading --------------------------------------------------------- */
 
-static bool decode(const MDB_val *v, bson_t *b, resv__mongo_doc_t *doc,
-                   resv_error_t *err) {
-  if (!bson_init_static(b, v->mv_data, v->mv_size))
-    return resv__fail(err, RESV_EFORMAT,
-                      "document is not a format-1 reservation: corrupt BSON");
-  return resv__mongo_decode(b, doc, err);
+/* LMDB's order of keys (bytewise, a prefix first). */
+static int key_cmp(const MDB_val *a, const void *b, size_t b_len) {
+  size_t n = a->mv_size < b_len ? a->mv_size : b_len;
+  int c = n ? memcmp(a->mv_data, b, n) : 0;
+  if (c) return c;
+  return a->mv_size < b_len ? -1 : a->mv_size > b_len;
 }
 
-/* Finds the record of k. Returns an LMDB error, or 0 with *ok false for a
- * record that is not a format-1 reservation of k. When absent, f->key is
- * the key a new record takes. */
-static int lookup(MDB_txn *txn, MDB_dbi dbi, const resv_key_t *k, found_t *f,
-                  resv_error_t *err, bool *ok) {
-  MDB_val key, val;
-  f->present = false;
-  *ok = true;
-  f->key_len = direct_key(k, f->key);
-  if (f->key_len) {
-    key.mv_data = f->key;
-    key.mv_size = f->key_len;
-    int rc = mdb_get(txn, dbi, &key, &val);
-    if (rc == MDB_NOTFOUND) return 0;
-    if (rc) return rc;
-    if (!decode(&val, &f->bson, &f->doc, err)) return *ok = false, 0;
-    if (!same_key(&f->doc.key, k)) {
-      resv__mongo_doc_free(&f->doc);
-      *ok = resv__fail(err, RESV_EFORMAT,
-                       "document is not a format-1 reservation: stored under "
-                       "another key than its _id");
-      return 0;
-    }
+static bool sound_at(const resv__file_bounds_t *b, const MDB_val *key, const MDB_val *val) {
+  return resv__file_in_map(b, key, val) && resv__file_rec_sound(key, val);
+}
+
+/* RESV_EFORMAT naming the type and the key, then why. */
+static bool damaged(resv_error_t *err, const resv__file_type_t *ft, const resv_key_t *k,
+                    const char *why) {
+  return resv__fail(err, RESV_EFORMAT,
+                    "%s: the record of key (%.*s, %.*s, %.*s) is not a format-1 "
+                    "reservation: %s; nothing was written (resv check lists the damage)",
+                    ft->collection, (int)k->tenant.len, k->tenant.ptr, (int)k->ns.len,
+                    k->ns.ptr, (int)k->key.len, k->key.ptr, why);
+}
+
+static bool decode(const resv__file_bounds_t *b, const MDB_val *key, const MDB_val *val,
+                   resv__file_rec_t *rec, const resv__file_type_t *ft,
+                   const resv_key_t *k, resv_error_t *err) {
+  resv_error_t why;
+  if (!resv__file_in_map(b, key, val)) return damaged(err, ft, k, "its size is damaged");
+  if (resv__file_rec_decode(key, val, rec, &why)) return true;
+  if (why.code == RESV_ENOMEM) return resv__fail(err, RESV_ENOMEM, "%s", why.message);
+  return damaged(err, ft, k, why.message);
+}
+
+/* The key asked (want) is not at the cursor: rc is what MDB_SET_RANGE
+ * gave. The key there must be greater than want, the one before it
+ * smaller, both sound, and the later one's link (the format record's,
+ * past the last key) must name the earlier (file_chain.c), or the lookup
+ * was led astray or a record was lost. Returns an LMDB error, or 0 with
+ * *ok. */
+static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const void *want,
+                     size_t want_len, bool *ok) {
+  MDB_val key, val, after, after_val;
+  bool last = rc == MDB_NOTFOUND;
+  *ok = false;
+  if (rc == 0) {
+    if ((rc = mdb_cursor_get(c, &after, &after_val, MDB_GET_CURRENT))) return rc;
+    if (key_cmp(&after, want, want_len) <= 0 || !sound_at(b, &after, &after_val)) return 0;
+    rc = mdb_cursor_get(c, &key, &val, MDB_PREV);
+  } else if (last) {
+    rc = mdb_cursor_get(c, &key, &val, MDB_LAST);
+  }
+  if (rc == MDB_NOTFOUND) return 0; /* not even the format record before it */
+  if (rc) return rc;
+  *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val) &&
+        resv__file_chain_gap(mdb_cursor_txn(c), mdb_cursor_dbi(c), &key,
+                             last ? NULL : &after, last ? NULL : &after_val);
+  return 0;
+}
+
+static const char gap_damage[] =
+    "a lookup of it met damage (keys out of order or not linked, or a neighbour "
+    "failing its checksum): the file is damaged";
+
+/* Finds the record of a direct key (f->key) with a cursor. */
+static int lookup_direct(MDB_cursor *c, const resv__file_bounds_t *b, const resv__file_type_t *ft,
+                         const resv_key_t *k, found_t *f, resv_error_t *err, bool *ok) {
+  MDB_val key = {f->key_len, f->key}, val;
+  int rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+  if (rc == 0 && key_cmp(&key, f->key, f->key_len) == 0) {
+    if (!decode(b, &key, &val, &f->rec, ft, k, err)) return *ok = false, 0;
     f->present = true;
     return 0;
   }
+  if (rc && rc != MDB_NOTFOUND) return rc;
+  if ((rc = check_gap(c, rc, b, f->key, f->key_len, ok))) return rc;
+  if (!*ok) damaged(err, ft, k, gap_damage);
+  return 0;
+}
 
-  /* A long key: scan the records sharing its hash. */
+/* Finds the record of a long key among those sharing its hash. When
+ * absent, f->key is the key a new record takes. */
+static int lookup_hashed(MDB_cursor *c, const resv__file_bounds_t *b, const resv__file_type_t *ft,
+                         const resv_key_t *k, found_t *f, resv_error_t *err, bool *ok) {
+  MDB_val key, val;
   f->key[0] = RESV__FILE_TAG_HASHED;
   hash_key(k, f->key + 1);
   uint32_t next_seq = 0;
-  MDB_cursor *c;
-  int rc = mdb_cursor_open(txn, dbi, &c);
-  if (rc) return rc;
   key.mv_data = f->key;
   key.mv_size = HASHED_PREFIX;
-  rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+  int rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE), first = rc;
   while (rc == 0 && key.mv_size == HASHED_KEY &&
          memcmp(key.mv_data, f->key, HASHED_PREFIX) == 0) {
     const unsigned char *s = (const unsigned char *)key.mv_data + HASHED_PREFIX;
     uint32_t seq = (uint32_t)s[0] << 24 | (uint32_t)s[1] << 16 | (uint32_t)s[2] << 8 | s[3];
     if (seq >= next_seq) next_seq = seq + 1;
-    if (!decode(&val, &f->bson, &f->doc, err)) {
-      *ok = false;
-      break;
-    }
-    if (same_key(&f->doc.key, k)) {
+    if (!decode(b, &key, &val, &f->rec, ft, k, err)) return *ok = false, 0;
+    if (same_key(&f->rec.key, k)) {
       memcpy(f->key, key.mv_data, HASHED_KEY);
       f->present = true;
       break;
     }
-    resv__mongo_doc_free(&f->doc);
+    resv__file_rec_free(&f->rec);
     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
   }
-  mdb_cursor_close(c);
   if (rc && rc != MDB_NOTFOUND) {
-    if (f->present) resv__mongo_doc_free(&f->doc);
+    if (f->present) resv__file_rec_free(&f->rec);
     return rc;
   }
   f->key_len = HASHED_KEY;
-  if (!f->present) {
-    unsigned char *s = f->key + HASHED_PREFIX;
-    s[0] = (unsigned char)(next_seq >> 24);
-    s[1] = (unsigned char)(next_seq >> 16);
-    s[2] = (unsigned char)(next_seq >> 8);
-    s[3] = (unsigned char)next_seq;
+  if (f->present) return 0;
+  if (next_seq == 0) { /* none shares the hash: check where it would be */
+    key.mv_data = f->key;
+    key.mv_size = HASHED_PREFIX;
+    if (first == 0) first = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+    if ((rc = check_gap(c, first, b, f->key, HASHED_PREFIX, ok))) return rc;
+    if (!*ok) return damaged(err, ft, k, gap_damage), 0;
   }
+  unsigned char *s = f->key + HASHED_PREFIX;
+  s[0] = (unsigned char)(next_seq >> 24);
+  s[1] = (unsigned char)(next_seq >> 16);
+  s[2] = (unsigned char)(next_seq >> 8);
+  s[3] = (unsigned char)next_seq;
   return 0;
+}
+
+/* Finds the record of k. Returns an LMDB error, or 0 with *ok false (err
+ * filled) for a record that is not a sound format-1 reservation of k, or
+ * damage met on the way. When absent, f->key is the key a new record
+ * takes. */
+static int lookup(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
+                  const resv_key_t *k, found_t *f, resv_error_t *err, bool *ok) {
+  MDB_cursor *c;
+  resv__file_bounds_t b;
+  f->present = false;
+  *ok = true;
+  resv__file_bounds_of(txn, read_only, &b);
+  int rc = mdb_cursor_open(txn, ft->dbi, &c);
+  if (rc) return rc;
+  f->key_len = direct_key(k, f->key);
+  if (f->key_len)
+    rc = lookup_direct(c, &b, ft, k, f, err, ok);
+  else
+    rc = lookup_hashed(c, &b, ft, k, f, err, ok);
+  mdb_cursor_close(c);
+  return rc;
 }
 
 /* ---- writing --------------------------------------------------------- */
 
-/* The record of a reservation, as the MongoDB store writes its document. */
-static void encode(resv__bw_t *w, const resv_key_t *k, const resv_owner_t *o,
-                   bool confirmed, int64_t expires_at, int64_t version,
-                   const resv_str_t *holds, size_t nholds) {
-  resv__bw_init(w);
-  size_t id = resv__bw_doc(w, K("_id"));
-  resv__bw_utf8(w, K("t"), k->tenant.ptr, k->tenant.len);
-  resv__bw_utf8(w, K("n"), k->ns.ptr, k->ns.len);
-  resv__bw_utf8(w, K("k"), k->key.ptr, k->key.len);
-  resv__bw_end(w, id);
-  resv__bw_utf8(w, K("tenant_id"), k->tenant.ptr, k->tenant.len);
-  resv__bw_utf8(w, K("key"), k->key.ptr, k->key.len);
-  size_t owner = resv__bw_doc(w, K("owner"));
-  resv__bw_utf8(w, K("tenant_id"), o->tenant.ptr, o->tenant.len);
-  resv__bw_utf8(w, K("id"), o->id.ptr, o->id.len);
-  resv__bw_end(w, owner);
-  if (confirmed) {
-    resv__bw_null(w, K("expires_at"));
-    resv__bw_int64(w, K("version"), version);
-  } else {
-    resv__bw_int64(w, K("expires_at"), expires_at);
-    size_t arr = resv__bw_array(w, K("holds"));
-    for (size_t i = 0; i < nholds; i++) {
-      char buf[16];
-      const char *name;
-      size_t len = bson_uint32_to_string((uint32_t)i, &name, buf, sizeof buf);
-      resv__bw_utf8(w, name, len, holds[i].ptr, holds[i].len);
-    }
-    resv__bw_end(w, arr);
-  }
-  resv__bw_end(w, 0);
+/* The record of a reservation under f's key; false when out of memory. */
+static bool encode(resv__file_buf_t *w, const found_t *f, const resv_key_t *k,
+                   const resv_owner_t *o, bool confirmed, int64_t expires_at,
+                   int64_t version, const resv_str_t *holds, size_t nholds) {
+  MDB_val key = {f->key_len, (void *)f->key};
+  return resv__file_rec_encode(w, &key, k, o, confirmed, expires_at, version, holds, nholds,
+                               f->present ? f->rec.prev : 0);
 }
 
-static int put(MDB_txn *txn, MDB_dbi dbi, found_t *f, resv__bw_t *w) {
-  MDB_val key = {f->key_len, f->key}, val = {w->len, w->buf};
+/* Puts w under f's key; a new record is chained in first and takes its
+ * link then. */
+static int put(MDB_txn *txn, MDB_dbi dbi, found_t *f, resv__file_buf_t *w) {
+  MDB_val key = {f->key_len, f->key}, val = {w->len, w->p};
+  resv__file_buf_t linked = {0};
+  uint32_t prev;
   int rc = 0;
-  if (f->peek)
+  if (f->peek) {
     f->write_needed = true;
-  else
+  } else if (!f->present) {
+    rc = resv__file_chain_insert(txn, dbi, &key, &prev);
+    if (rc == 0 && !resv__file_rec_relink(&linked, &key, &val, prev)) rc = ENOMEM;
+    val.mv_data = linked.p;
+    val.mv_size = linked.len;
+    if (rc == 0) rc = mdb_put(txn, dbi, &key, &val, 0);
+    resv__file_buf_free(&linked);
+  } else {
     rc = mdb_put(txn, dbi, &key, &val, 0);
-  resv__bw_free(w);
+  }
+  resv__file_buf_free(w);
   return rc;
 }
 
@@ -236,31 +299,49 @@ static int del(MDB_txn *txn, MDB_dbi dbi, found_t *f) {
     f->write_needed = true;
     return 0;
   }
-  return mdb_del(txn, dbi, &key, NULL);
+  return resv__file_chain_delete(txn, dbi, &key);
 }
 
 /* ---- the rules --------------------------------------------------------- */
 
-static bool confirmed(const resv__mongo_doc_t *d) { return d->state == RESV_STATE_CONFIRMED; }
+static bool nomem(resv_error_t *err) {
+  return resv__fail(err, RESV_ENOMEM, "out of memory for a record");
+}
+
+static bool confirmed(const resv__file_rec_t *d) { return d->state == RESV_STATE_CONFIRMED; }
+
+static bool owned_by(const resv__file_rec_t *d, const resv_owner_t *o) {
+  return str_eq(d->owner.tenant, o->tenant) && str_eq(d->owner.id, o->id);
+}
+
+/* Fills a with status and the record's reservation (a pending one's holds
+ * only when with_holds: a conflict does not show another owner's). */
+static bool rec_answer(const resv__file_rec_t *d, int32_t status, bool with_holds,
+                       resv_answer_t *a, resv_error_t *err) {
+  bool pending = d->state == RESV_STATE_PENDING, holds = pending && with_holds;
+  return resv__answer_set(a, status, d->state, pending ? d->expires_at : 0,
+                          pending ? 0 : d->version, &d->owner.tenant, &d->owner.id,
+                          holds ? d->holds : NULL, holds ? d->nholds : 0, err);
+}
 
 /* Held by another owner: confirmed, or pending and live. */
-static bool held_by_other(const resv__mongo_doc_t *d, const resv_owner_t *o, int64_t now) {
-  return !resv__mongo_doc_owned_by(d, o) && (confirmed(d) || d->expires_at > now);
+static bool held_by_other(const resv__file_rec_t *d, const resv_owner_t *o, int64_t now) {
+  return !owned_by(d, o) && (confirmed(d) || d->expires_at > now);
 }
 
 static int do_reserve(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
                       int64_t now, int32_t max_holds, resv_answer_t *a,
                       resv_error_t *err, bool *ok) {
-  resv__mongo_doc_t *d = &f->doc;
+  resv__file_rec_t *d = &f->rec;
   int64_t expires_at;
   /* First, as the other stores compute it. */
   if (!(*ok = resv__expiry(now, r->ttl_ms, &expires_at, err))) return 0;
   if (f->present && held_by_other(d, &r->owner, now)) {
-    *ok = resv__mongo_doc_answer(d, RESV_CONFLICT, false, a, err);
+    *ok = rec_answer(d, RESV_CONFLICT, false, a, err);
     return 0;
   }
   if (f->present && confirmed(d)) { /* ours: kept exactly as it is */
-    *ok = resv__mongo_doc_answer(d, RESV_CONFIRMED, false, a, err);
+    *ok = rec_answer(d, RESV_CONFIRMED, false, a, err);
     return 0;
   }
   resv_str_t on_stack[HOLDS_ON_STACK], *holds = on_stack;
@@ -285,13 +366,14 @@ static int do_reserve(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_
     if (d->expires_at > expires_at) expires_at = d->expires_at;
   }
   if (!held) holds[nholds++] = r->attempt;
-  resv__bw_t w;
-  encode(&w, &r->key, &r->owner, false, expires_at, 0, holds, nholds);
-  *ok = resv__answer_set(a, RESV_RESERVED, RESV_STATE_PENDING, expires_at, 0,
-                         &r->owner.tenant, &r->owner.id, holds, nholds, err);
+  resv__file_buf_t w;
+  *ok = encode(&w, f, &r->key, &r->owner, false, expires_at, 0, holds, nholds)
+            ? resv__answer_set(a, RESV_RESERVED, RESV_STATE_PENDING, expires_at, 0,
+                               &r->owner.tenant, &r->owner.id, holds, nholds, err)
+            : nomem(err);
   if (holds != on_stack) free(holds);
   if (!*ok) {
-    resv__bw_free(&w);
+    resv__file_buf_free(&w);
     return 0;
   }
   return put(txn, dbi, f, &w);
@@ -299,9 +381,9 @@ static int do_reserve(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_
 
 static int do_confirm(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
                       int64_t now, resv_answer_t *a, resv_error_t *err, bool *ok) {
-  resv__mongo_doc_t *d = &f->doc;
+  resv__file_rec_t *d = &f->rec;
   if (f->present && held_by_other(d, &r->owner, now)) {
-    *ok = resv__mongo_doc_answer(d, RESV_CONFLICT, false, a, err);
+    *ok = rec_answer(d, RESV_CONFLICT, false, a, err);
     return 0;
   }
   int64_t version = r->version;
@@ -309,15 +391,18 @@ static int do_confirm(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_
   *ok = resv__answer_set(a, RESV_CONFIRMED, RESV_STATE_CONFIRMED, 0, version,
                          &r->owner.tenant, &r->owner.id, NULL, 0, err);
   if (!*ok) return 0;
-  resv__bw_t w;
-  encode(&w, &r->key, &r->owner, true, 0, version, NULL, 0);
+  resv__file_buf_t w;
+  if (!encode(&w, f, &r->key, &r->owner, true, 0, version, NULL, 0)) {
+    resv__file_buf_free(&w);
+    return *ok = nomem(err), 0;
+  }
   return put(txn, dbi, f, &w);
 }
 
 static int do_abandon(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
                       resv_answer_t *a, resv_error_t *err, bool *ok) {
-  resv__mongo_doc_t *d = &f->doc;
-  if (!f->present || !resv__mongo_doc_owned_by(d, &r->owner)) {
+  resv__file_rec_t *d = &f->rec;
+  if (!f->present || !owned_by(d, &r->owner)) {
     *ok = resv__answer_status(a, RESV_ABSENT, err);
     return 0;
   }
@@ -335,14 +420,17 @@ static int do_abandon(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_
   }
   *ok = resv__answer_status(a, RESV_KEPT, err);
   if (!*ok || n == d->nholds) return 0; /* not our hold: nothing changes */
-  resv__bw_t w;
-  encode(&w, &r->key, &r->owner, false, d->expires_at, 0, d->holds, n);
+  resv__file_buf_t w;
+  if (!encode(&w, f, &r->key, &r->owner, false, d->expires_at, 0, d->holds, n)) {
+    resv__file_buf_free(&w);
+    return *ok = nomem(err), 0;
+  }
   return put(txn, dbi, f, &w);
 }
 
 static int do_release(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
                       resv_answer_t *a, resv_error_t *err, bool *ok) {
-  if (!f->present || !resv__mongo_doc_owned_by(&f->doc, &r->owner)) {
+  if (!f->present || !owned_by(&f->rec, &r->owner)) {
     *ok = resv__answer_status(a, RESV_ABSENT, err);
     return 0;
   }
@@ -352,10 +440,10 @@ static int do_release(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_
 
 static bool do_get(const found_t *f, int64_t now, resv_answer_t *a, resv_error_t *err) {
   if (!f->present) return resv__answer_status(a, RESV_ABSENT, err);
-  const resv__mongo_doc_t *d = &f->doc;
+  const resv__file_rec_t *d = &f->rec;
   int32_t status = confirmed(d) ? RESV_CONFIRMED
                    : d->expires_at > now ? RESV_PENDING : RESV_EXPIRED;
-  return resv__mongo_doc_answer(d, status, !confirmed(d), a, err);
+  return rec_answer(d, status, !confirmed(d), a, err);
 }
 
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
@@ -365,7 +453,9 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
   found_t f;
   f.peek = write_needed != NULL;
   f.write_needed = false;
-  int rc = lookup(txn, ft->dbi, &r->key, &f, err, ok);
+  /* A get and a peek run in a read-only transaction (file_store.c). */
+  bool read_only = write_needed != NULL || r->op == RESV_OP_GET;
+  int rc = lookup(txn, read_only, ft, &r->key, &f, err, ok);
   if (write_needed) *write_needed = false;
   if (rc || !*ok) return rc;
   switch (r->op) {
@@ -376,19 +466,31 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
   case RESV_OP_GET: *ok = do_get(&f, now, a, err); break;
   default: *ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
   }
-  if (f.present) resv__mongo_doc_free(&f.doc);
+  if (f.present) resv__file_rec_free(&f.rec);
   if (write_needed) *write_needed = f.write_needed;
   return rc;
 }
 
 /* ---- copying ----------------------------------------------------------- */
 
+/* True when the record d is the reservation e describes. */
+static bool entry_matches(const resv_scan_entry_t *e, const resv__file_rec_t *d) {
+  if (!str_eq(d->owner.tenant, e->owner_tenant) || !str_eq(d->owner.id, e->owner_id) ||
+      d->state != e->state)
+    return false;
+  if (d->state == RESV_STATE_CONFIRMED) return d->version == e->version;
+  if (d->expires_at != e->expires_at || d->nholds != e->nholds) return false;
+  for (size_t i = 0; i < d->nholds; i++)
+    if (!str_eq(d->holds[i], e->holds[i])) return false;
+  return true;
+}
+
 int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t *e,
                    int32_t *outcome, resv_error_t *err, bool *ok) {
   found_t f = {0};
   resv_key_t k = {e->tenant, e->ns, e->key};
   resv_error_t ignored;
-  int rc = lookup(txn, ft->dbi, &k, &f, &ignored, ok);
+  int rc = lookup(txn, false, ft, &k, &f, &ignored, ok);
   if (rc) return rc;
   if (!*ok) {
     /* A record that is not a reservation of k holds the key. */
@@ -397,35 +499,71 @@ int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t 
     return 0;
   }
   if (f.present) {
-    *outcome = resv__scan_entry_matches(e, &f.doc) ? RESV_PUT_SAME : RESV_PUT_DIFFERENT;
-    resv__mongo_doc_free(&f.doc);
+    *outcome = entry_matches(e, &f.rec) ? RESV_PUT_SAME : RESV_PUT_DIFFERENT;
+    resv__file_rec_free(&f.rec);
     return 0;
   }
-  resv__bw_t w;
-  resv__scan_entry_encode(e, &w);
+  resv__file_buf_t w;
+  resv_owner_t o = {e->owner_tenant, e->owner_id};
+  bool confirmed = e->state == RESV_STATE_CONFIRMED;
+  if (!encode(&w, &f, &k, &o, confirmed, confirmed ? 0 : e->expires_at,
+              confirmed ? e->version : 0, e->holds, confirmed ? 0 : e->nholds)) {
+    resv__file_buf_free(&w);
+    return *ok = nomem(err), 0;
+  }
   *outcome = RESV_PUT_ADDED;
-  (void)err;
   return put(txn, ft->dbi, &f, &w);
 }
 
 /* ---- reclaiming --------------------------------------------------------- */
 
-/* True for a format-1 pending reservation that expired at or before limit.
- * The expiry is looked at first, so a live record costs no full decode. */
-static bool reclaimable(const MDB_val *key, const MDB_val *val, int64_t limit) {
+/* True for a sound pending reservation that expired at or before limit;
+ * a damaged record is left where it is, for resv check to show. */
+static bool reclaimable(const resv__file_bounds_t *b, const MDB_val *key, const MDB_val *val,
+                        int64_t limit) {
   const unsigned char *k = key->mv_data;
   if (key->mv_size < 1 || (k[0] != RESV__FILE_TAG_KEY && k[0] != RESV__FILE_TAG_HASHED))
     return false;
-  bson_t b;
-  bson_iter_t it;
-  if (!bson_init_static(&b, val->mv_data, val->mv_size) ||
-      !bson_iter_init_find(&it, &b, "expires_at") || !BSON_ITER_HOLDS_INT64(&it) ||
-      bson_iter_int64(&it) > limit)
-    return false;
-  resv__mongo_doc_t doc;
-  if (!resv__mongo_decode(&b, &doc, NULL)) return false;
-  resv__mongo_doc_free(&doc);
+  if (!resv__file_in_map(b, key, val)) return false;
+  resv__file_rec_t rec;
+  if (!resv__file_rec_decode(key, val, &rec, NULL)) return false;
+  bool expired = rec.state == RESV_STATE_PENDING && rec.expires_at <= limit;
+  resv__file_rec_free(&rec);
+  return expired;
+}
+
+/* Keys to delete once a walk's cursor is done with them. */
+typedef struct doomed {
+  unsigned char *p;
+  size_t len, cap;
+} doomed_t;
+
+static bool doom(doomed_t *d, const MDB_val *key) {
+  size_t need = d->len + 2 + key->mv_size;
+  if (need > d->cap) {
+    size_t cap = need > 2 * d->cap ? need : 2 * d->cap;
+    unsigned char *p = realloc(d->p, cap);
+    if (!p) return false;
+    d->p = p;
+    d->cap = cap;
+  }
+  d->p[d->len] = (unsigned char)(key->mv_size >> 8);
+  d->p[d->len + 1] = (unsigned char)key->mv_size;
+  memcpy(d->p + d->len + 2, key->mv_data, key->mv_size);
+  d->len = need;
   return true;
+}
+
+/* Deletes the doomed keys in order, each relinking the one after it. */
+static int delete_doomed(MDB_txn *txn, MDB_dbi dbi, const doomed_t *d, size_t *deleted) {
+  for (size_t at = 0; at < d->len;) {
+    MDB_val key = {(size_t)d->p[at] << 8 | d->p[at + 1], d->p + at + 2};
+    int rc = resv__file_chain_delete(txn, dbi, &key);
+    if (rc) return rc;
+    ++*deleted;
+    at += 2 + key.mv_size;
+  }
+  return 0;
 }
 
 int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
@@ -433,6 +571,9 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
                     size_t *deleted) {
   MDB_cursor *c;
   MDB_val key, val;
+  resv__file_bounds_t b;
+  doomed_t d = {0};
+  resv__file_bounds_of(txn, false, &b);
   int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
   if (*at_len) {
@@ -443,11 +584,8 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
     rc = mdb_cursor_get(c, &key, &val, MDB_FIRST);
   }
   for (size_t i = 0; rc == 0 && i < steps; i++) {
-    if (reclaimable(&key, &val, limit)) {
-      if ((rc = mdb_cursor_del(c, 0))) break;
-      ++*deleted;
-    }
-    rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
+    if (reclaimable(&b, &key, &val, limit) && !doom(&d, &key)) rc = ENOMEM;
+    if (rc == 0) rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
   }
   if (rc == MDB_NOTFOUND) {
     *at_len = 0; /* the end: the next walk starts again */
@@ -457,6 +595,8 @@ int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
     *at_len = key.mv_size;
   }
   mdb_cursor_close(c);
+  if (rc == 0) rc = delete_doomed(txn, dbi, &d, deleted);
+  free(d.p);
   return rc;
 }
 
@@ -468,37 +608,56 @@ int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
 
 /* ---- the format record --------------------------------------------------- */
 
+int resv__file_type_listed(MDB_txn *txn, const char *collection, bool add, bool *listed) {
+  MDB_dbi marker;
+  char name[RESV__MAX_NAMESPACE + 8];
+  int n = snprintf(name, sizeof name, "type %s", collection);
+  MDB_val key = {(size_t)n, name}, val = {0, (void *)""};
+  int rc = mdb_dbi_open(txn, "resv", 0, &marker);
+  if (rc) return rc;
+  rc = mdb_get(txn, marker, &key, &val);
+  *listed = rc == 0;
+  if (rc == MDB_NOTFOUND && add) {
+    val.mv_size = 0;
+    return mdb_put(txn, marker, &key, &val, 0);
+  }
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
                       resv_error_t *err, bool *ok) {
   MDB_val key = {sizeof format_key - 1, (void *)format_key}, val;
   *ok = true;
   int rc = mdb_get(txn, dbi, &key, &val);
   if (rc == MDB_NOTFOUND) {
-    resv__bw_t w;
-    resv__bw_init(&w);
-    resv__bw_utf8(&w, K("_id"), K("format"));
-    resv__bw_int32(&w, K("format"), 1);
-    resv__bw_end(&w, 0);
-    val.mv_data = w.buf;
+    bool listed;
+    if ((rc = resv__file_type_listed(txn, collection, true, &listed))) return rc;
+    if (listed) {
+      *ok = resv__fail(err, RESV_EFORMAT,
+                       "database %s has no format record but the store lists it: "
+                       "the file is damaged; nothing was written", collection);
+      return 0;
+    }
+    resv__file_buf_t w;
+    if (!resv__file_format_encode(&w, &key, 1, resv__file_key_link(&key))) {
+      resv__file_buf_free(&w);
+      return ENOMEM;
+    }
+    val.mv_data = w.p;
     val.mv_size = w.len;
     rc = mdb_put(txn, dbi, &key, &val, 0);
-    resv__bw_free(&w);
+    resv__file_buf_free(&w);
     return rc;
   }
   if (rc) return rc;
-  bson_t b;
-  bson_iter_t it;
-  if (!bson_init_static(&b, val.mv_data, val.mv_size) ||
-      !bson_iter_init_find(&it, &b, "format") || !BSON_ITER_HOLDS_NUMBER(&it)) {
+  int32_t format;
+  const char *why;
+  if (!resv__file_format_decode(&key, &val, &format, &why))
+    *ok = resv__fail(err, RESV_EFORMAT, "database %s: %s; nothing was written",
+                     collection, why);
+  else if (format != 1)
     *ok = resv__fail(err, RESV_EFORMAT,
-                     "database %s has a format record without a numeric format; "
-                     "nothing was written", collection);
-    return 0;
-  }
-  double format = bson_iter_as_double(&it);
-  if (format != 1)
-    *ok = resv__fail(err, RESV_EFORMAT,
-                     "database %s holds format %g, this store writes format 1; "
-                     "nothing was written", collection, format);
+                     "database %s holds format %d, this store writes format 1; "
+                     "nothing was written", collection, (int)format);
   return 0;
 }

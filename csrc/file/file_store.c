@@ -5,7 +5,7 @@
  * main database lists one named database per aggregate type, named as the
  * type's MongoDB collection (file_ops.c says what is inside), and one
  * named "resv" whose "format" record marks the directory as a resv store
- * of format 1: a directory with other files, an LMDB database without
+ * of format 2 (a store of format 1 is upgraded at open): a directory with other files, an LMDB database without
  * that record or a record of another format is refused at open, before
  * anything is written.
  *
@@ -76,6 +76,10 @@
 /* Past map_size, a write that can add data finds room only in pages
  * freed before: with fewer than this many it is refused as full. */
 #define FREE_PAGES_ENOUGH 64
+
+/* The store's format: 2, records of file_record.h; 1, BSON documents,
+ * upgraded at open (file_upgrade.c). */
+#define STORE_FORMAT 2
 
 static const char marker_name[] = "resv";
 static const unsigned char marker_key[] = "format";
@@ -305,6 +309,23 @@ static bool check_directory(const char *path, struct stat *st, resv_error_t *err
   return ok;
 }
 
+/* A store of format 1 (BSON records): its records rewritten and the
+ * store marked 2, in txn, committed (or not at all); ends txn. */
+static bool upgrade_store(env_t *e, MDB_txn *txn, MDB_dbi marker, resv_error_t *err) {
+  MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
+  bson_t b = BSON_INITIALIZER;
+  BSON_APPEND_INT32(&b, "format", STORE_FORMAT);
+  MDB_val val = {b.len, (void *)bson_get_data(&b)};
+  int rc = resv__file_upgrade(txn);
+  if (rc == 0 && (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
+    rc = mdb_txn_commit(txn);
+  else
+    mdb_txn_abort(txn);
+  bson_destroy(&b);
+  end_txn(e);
+  return rc ? lmdb_fail(e, err, rc, "open: upgrade the store from format 1") : true;
+}
+
 /* Checks the "resv" database's format record, or writes it into an empty
  * environment. */
 static bool check_marker(env_t *e, resv_error_t *err) {
@@ -321,7 +342,7 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       /* A new store: mark it. */
       MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
       bson_t b = BSON_INITIALIZER;
-      BSON_APPEND_INT32(&b, "format", 1);
+      BSON_APPEND_INT32(&b, "format", STORE_FORMAT);
       MDB_val val = {b.len, (void *)bson_get_data(&b)};
       if ((rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
           (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
@@ -349,10 +370,12 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s has a resv format record without a numeric format",
                       e->path);
-    else if (rc == 0 && bson_iter_as_double(&it) != 1)
+    else if (rc == 0 && bson_iter_as_double(&it) == 1)
+      return upgrade_store(e, txn, marker, err);
+    else if (rc == 0 && bson_iter_as_double(&it) != STORE_FORMAT)
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s holds a resv file store of format %g, this store "
-                      "reads format 1; nothing was written",
+                      "reads formats 1 and 2; nothing was written",
                       e->path, bson_iter_as_double(&it));
     else if (rc == MDB_NOTFOUND)
       ok = resv__fail(err, RESV_EFORMAT, "path: %s has no resv format record", e->path),
@@ -450,6 +473,7 @@ static bool file_type_init(void *backend, resv_type_t *type, resv_error_t *err) 
   resv__file_type_t *ft = calloc(1, sizeof *ft);
   if (!ft) return resv__fail(err, RESV_ENOMEM, "out of memory for a type");
   atomic_init(&ft->ready, false);
+  ft->collection = type->collection;
   type->backend_state = ft;
   return true;
 }

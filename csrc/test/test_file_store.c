@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "tests.h"
+#include "file_record.h"
 
 #define T0 1700000000000LL
 #define HOUR (3600 * 1000)
@@ -487,22 +488,41 @@ static void with_lmdb(const char *db, void (*fn)(MDB_txn *, MDB_dbi, void *), vo
 static const char ann_key[] = "\001\0email\0ann@x";
 static const char bad_key[] = "\001\0email\0bad@x";
 
+typedef struct bytes {
+  unsigned char p[256];
+  size_t len;
+} bytes_t;
+
 static void read_record(MDB_txn *txn, MDB_dbi dbi, void *arg) {
-  char **json = arg;
+  bytes_t *out = arg;
   MDB_val key = {sizeof ann_key - 1, (void *)ann_key}, val;
   ck_assert_int_eq(mdb_get(txn, dbi, &key, &val), 0);
-  bson_t b;
-  ck_assert(bson_init_static(&b, val.mv_data, val.mv_size));
-  *json = bson_as_canonical_extended_json(&b, NULL);
+  ck_assert_uint_le(val.mv_size, sizeof out->p);
+  memcpy(out->p, val.mv_data, val.mv_size);
+  out->len = val.mv_size;
 }
 
-static char *record_of_ann(void) {
-  char *json = NULL;
-  with_lmdb("wow_reservation__test__layout", read_record, &json);
-  return json;
+/* The record of ann@x: its kind, then its link (the key before it is the
+ * format record's), then want[0..n), then the checksum: the CRC32C of the
+ * key and the bytes before it. */
+static void expect_record_of_ann(char kind, const char *want, size_t n) {
+  bytes_t r;
+  with_lmdb("wow_reservation__test__layout", read_record, &r);
+  ck_assert_uint_eq(r.len, 1 + 4 + n + 4);
+  ck_assert_int_eq(r.p[0], kind);
+  uint32_t link = resv__crc32c(0, "\0format", 7);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(r.p[1 + i], (unsigned char)(link >> (8 * i)));
+  ck_assert_msg(memcmp(r.p + 5, want, n) == 0, "the record's bytes differ");
+  uint32_t crc = resv__crc32c(resv__crc32c(0, ann_key, sizeof ann_key - 1), r.p, 5 + n);
+  unsigned char c[4] = {(unsigned char)crc, (unsigned char)(crc >> 8),
+                        (unsigned char)(crc >> 16), (unsigned char)(crc >> 24)};
+  ck_assert(memcmp(r.p + 5 + n, c, 4) == 0);
 }
 
-START_TEST(records_are_the_mongodb_documents) {
+/* The record: its kind, its link, the owner's two strings, the expiry (8
+ * bytes, little endian) and the holds, or the version; strings as they
+ * are. */
+START_TEST(records_are_compact_with_their_strings_as_they_are) {
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_store_set_time(s, T0);
   resv_type_t *t = type_of(s, "layout");
@@ -510,23 +530,14 @@ START_TEST(records_are_the_mongodb_documents) {
   test_reserve(t, "ann@x", "A", "a1", 1000, &a);
   test_reserve(t, "ann@x", "A", "a2", 1000, &a);
   resv_store_close(s);
-  char *json = record_of_ann();
-  ck_assert_str_eq(json,
-                   "{ \"_id\" : { \"t\" : \"\", \"n\" : \"email\", \"k\" : \"ann@x\" }, "
-                   "\"tenant_id\" : \"\", \"key\" : \"ann@x\", \"owner\" : { "
-                   "\"tenant_id\" : \"\", \"id\" : \"A\" }, \"expires_at\" : { "
-                   "\"$numberLong\" : \"1700000001000\" }, \"holds\" : [ \"a1\", \"a2\" ] }");
-  bson_free(json);
+  /* 1700000001000 = 0x18bcfe56be8 */
+  static const char pending[] = "\0\1A\xe8\x6b\xe5\xcf\x8b\x01\0\0\2\2a1\2a2";
+  expect_record_of_ann('P', pending, sizeof pending - 1);
   s = test_open_file(dir, RESV_SYNC_PROCESS);
   test_confirm(type_of(s, "layout"), "ann@x", "A", 7, &a);
   resv_store_close(s);
-  json = record_of_ann();
-  ck_assert_str_eq(json,
-                   "{ \"_id\" : { \"t\" : \"\", \"n\" : \"email\", \"k\" : \"ann@x\" }, "
-                   "\"tenant_id\" : \"\", \"key\" : \"ann@x\", \"owner\" : { "
-                   "\"tenant_id\" : \"\", \"id\" : \"A\" }, \"expires_at\" : null, "
-                   "\"version\" : { \"$numberLong\" : \"7\" } }");
-  bson_free(json);
+  static const char confirmed[] = "\0\1A\7\0\0\0\0\0\0\0";
+  expect_record_of_ann('C', confirmed, sizeof confirmed - 1);
   resv_answer_clear(&a);
 }
 END_TEST
@@ -628,16 +639,26 @@ static void put_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   if (key_bytes[0]) key.mv_size = strlen(key_bytes);
   bson_t b = BSON_INITIALIZER;
   if (!key_bytes[0]) BSON_APPEND_UTF8(&b, "_id", "format");
-  BSON_APPEND_INT32(&b, "format", 2);
+  BSON_APPEND_INT32(&b, "format", 3);
   MDB_val val = {b.len, (void *)bson_get_data(&b)};
   ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
   bson_destroy(&b);
 }
 
+/* A type's format record of format 2 (a sound record). */
+static void put_type_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val key = {7, (void *)"\0format"};
+  resv__file_buf_t w;
+  ck_assert(resv__file_format_encode(&w, &key, 2, resv__file_key_link(&key)));
+  MDB_val val = {w.len, w.p};
+  ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
+  resv__file_buf_free(&w);
+}
+
 START_TEST(a_store_of_another_format_is_refused) {
   resv_store_close(test_open_file(dir, RESV_SYNC_PROCESS));
   with_lmdb("resv", put_format, (void *)"format");
-  expect_refused((resv_options_t){0}, RESV_EFORMAT, "format 2");
+  expect_refused((resv_options_t){0}, RESV_EFORMAT, "format 3");
 }
 END_TEST
 
@@ -652,7 +673,7 @@ START_TEST(a_type_of_another_format_answers_format_and_is_not_written) {
   resv_answer_t a = {0};
   test_get(type_of(s, "other"), "x", &a); /* sets the type up */
   resv_store_close(s);
-  with_lmdb("wow_reservation__test__other", put_format, (void *)"\0format");
+  with_lmdb("wow_reservation__test__other", put_type_format, NULL);
   s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_type_t *t = type_of(s, "other");
   resv_error_t err;
@@ -667,22 +688,33 @@ START_TEST(a_type_of_another_format_answers_format_and_is_not_written) {
 }
 END_TEST
 
+/* A sound record (its checksum right, chained in as the only record
+ * after the format record) that is no reservation: its fields do not fit. */
 static void put_not_a_reservation(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   MDB_val key = {sizeof bad_key - 1, (void *)bad_key};
-  bson_t b = BSON_INITIALIZER;
-  BSON_APPEND_UTF8(&b, "_id", "bad@x");
-  BSON_APPEND_INT32(&b, "mine", 1);
-  MDB_val val = {b.len, (void *)bson_get_data(&b)};
+  MDB_val fkey = {7, (void *)"\0format"}, fval;
+  uint32_t link = resv__file_key_link(&fkey);
+  char v[13] = {'P', (char)link, (char)(link >> 8), (char)(link >> 16), (char)(link >> 24),
+                'm', 'i', 'n', 'e'};
+  uint32_t crc = resv__crc32c(resv__crc32c(0, bad_key, sizeof bad_key - 1), v, 9);
+  for (int i = 0; i < 4; i++) v[9 + i] = (char)(crc >> (8 * i));
+  MDB_val val = {sizeof v, v};
+  ck_assert(resv__file_rec_sound(&key, &val));
   ck_assert_int_eq(mdb_put(txn, dbi, &key, &val, 0), 0);
-  bson_destroy(&b);
+  ck_assert_int_eq(mdb_get(txn, dbi, &fkey, &fval), 0);
+  resv__file_buf_t w;
+  ck_assert(resv__file_rec_relink(&w, &fkey, &fval, resv__file_key_link(&key)));
+  MDB_val nv = {w.len, w.p};
+  ck_assert_int_eq(mdb_put(txn, dbi, &fkey, &nv, 0), 0);
+  resv__file_buf_free(&w);
 }
 
 static void read_bad(MDB_txn *txn, MDB_dbi dbi, void *arg) {
   MDB_val key = {sizeof bad_key - 1, (void *)bad_key}, val;
   ck_assert_int_eq(mdb_get(txn, dbi, &key, &val), 0);
-  bson_t b;
-  ck_assert(bson_init_static(&b, val.mv_data, val.mv_size));
-  *(char **)arg = bson_as_relaxed_extended_json(&b, NULL);
+  ck_assert_uint_eq(val.mv_size, 13);
+  ck_assert(memcmp((const char *)val.mv_data + 5, "mine", 4) == 0);
+  *(bool *)arg = true;
 }
 
 START_TEST(a_record_that_is_no_reservation_answers_format_and_stays) {
@@ -708,10 +740,9 @@ START_TEST(a_record_that_is_no_reservation_answers_format_and_stays) {
     test_reserve(t, key, "A", "a", 1, &a);
   }
   resv_store_close(s);
-  char *json = NULL;
-  with_lmdb("wow_reservation__test__planted", read_bad, &json);
-  ck_assert_str_eq(json, "{ \"_id\" : \"bad@x\", \"mine\" : 1 }");
-  bson_free(json);
+  bool stayed = false;
+  with_lmdb("wow_reservation__test__planted", read_bad, &stayed);
+  ck_assert(stayed);
   resv_answer_clear(&a);
 }
 END_TEST
@@ -801,7 +832,7 @@ Suite *file_store_suite(void) {
   tcase_add_test(tc, reads_see_another_process_writes_after_it_grew_the_map);
   tcase_add_test(tc, stores_of_one_process_share_the_directory);
   tcase_add_test(tc, group_commit_answers_every_writer);
-  tcase_add_test(tc, records_are_the_mongodb_documents);
+  tcase_add_test(tc, records_are_compact_with_their_strings_as_they_are);
   tcase_add_test(tc, long_keys_are_kept_apart);
   tcase_add_test(tc, bad_options_are_invalid);
   tcase_add_test(tc, a_directory_with_other_files_is_refused);

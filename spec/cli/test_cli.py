@@ -335,6 +335,40 @@ class FileStore(CommandTests, unittest.TestCase):
         self.assertRegex(out, r"^resv store \(file .*/new, sync=process\): no type to check\n$")
         self.assertRegex(run(*(args + ["stats"]))[1], r": 0 types, 0 entries, 0 bytes\n$")
 
+    def test_check_lists_a_damaged_record_and_get_answers_format(self):
+        # One bit of bob's record flipped in data.mdb: its owner id u2
+        # reads u3. The record's checksum (over its key and bytes) fails.
+        path = os.path.join(self.store.dir, "data.mdb")
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        # Every copy of it: the file keeps old pages too (copy on write).
+        key = b"\x01\x00email\x00bob@example.com"
+        at, copies = data.find(key), 0
+        while at >= 0:
+            value = at + len(key)
+            if data[value:value + 1] == b"C" and data[value + 5:value + 11] == b"\x02t1\x02u2":
+                data[value + 10] ^= 0x01
+                copies += 1
+            at = data.find(key, at + 1)
+        self.assertGreater(copies, 0)
+        with open(path, "wb") as f:
+            f.write(data)
+        code, out, err = self.resv("get", "shop/user", "/email/bob@example.com")
+        self.assertEqual(code, 1)
+        self.assertRegex(err, r"^resv: format: wow_reservation__shop__user: the record of key "
+                              r"\(, email, bob@example.com\) .*checksum")
+        code, out, err = self.resv("check", "shop/user")
+        self.assertEqual(code, 3, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[-1], "wow_reservation__shop__user: format record format 1, "
+                                    "3 documents, 2 conform, 1 does not")
+        self.assertRegex(lines[0], r'^not a format-1 reservation: _id \{ "t" : "", "n" : '
+                                   r'"email", "k" : "bob@example.com" \}: its checksum '
+                                   r'does not match')
+        # The others still answer.
+        code, out, err = self.resv("get", "shop/user", "/email/ann@example.com")
+        self.assertEqual(code, 0, err)
+
 
 @unittest.skipUnless(URI, "RESV_TEST_URI is not set (run under scripts/with-mongo)")
 class MongoStore(CommandTests, unittest.TestCase):

@@ -1,0 +1,559 @@
+/* test_file_records.c: the file store's records on a bad day: a damaged
+ * record answers format naming the type and key and is never decoded; a
+ * store of format 1 (its records the BSON documents of the MongoDB layout,
+ * without checksums) is upgraded at open and
+ * answers what it held; every write keeps the chain of links between the
+ * records whole; random bits flipped anywhere in data.mdb never give a
+ * wrong answer (each get answers what was stored, or an error).
+ *
+ * The bit-flip trials open each damaged copy in a child process, so a
+ * crash (LMDB itself does not defend against every damaged page header)
+ * is counted, not fatal; the test fails on a wrong answer only, and
+ * prints what it counted. */
+#include <bson/bson.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests.h"
+#include "file_internal.h"
+#include "file_record.h"
+
+#define T0 1700000000000LL
+#define HOUR (3600 * 1000)
+
+static char dir[256];
+
+static void setup(void) { test_temp_dir(dir, sizeof dir); }
+static void teardown(void) { test_remove_dir(dir); }
+
+static resv_type_t *type_of(resv_store_t *s, const char *aggregate) {
+  resv_error_t err;
+  resv_type_t *t = resv_store_type(s, "test", 4, aggregate, strlen(aggregate), &err);
+  ck_assert_msg(t != NULL, "%s", err.message);
+  return t;
+}
+
+static bool get(resv_type_t *t, const char *key, resv_answer_t *a, resv_error_t *err) {
+  resv_request_t r = {.op = RESV_OP_GET, .key = test_key("email", key)};
+  return resv_call(t, &r, a, err);
+}
+
+static bool reserve(resv_type_t *t, const char *key, const char *owner, resv_answer_t *a,
+                    resv_error_t *err) {
+  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", key),
+                      .owner = test_owner("", owner), .attempt = resv_cstr("a"),
+                      .ttl_ms = HOUR};
+  return resv_call(t, &r, a, err);
+}
+
+/* Runs fn in a write transaction on database db of the directory (no
+ * store may have it open in this process). */
+static void with_lmdb(const char *db, void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  ck_assert_int_eq(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  mdb_env_set_mapsize(env, (size_t)1 << 30);
+  ck_assert_int_eq(mdb_env_open(env, dir, 0, 0660), 0);
+  ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
+  fn(txn, dbi, arg);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+/* ---- a damaged record ------------------------------------------------------- */
+
+static const char bob_key[] = "\001\0email\0bob@x";
+
+/* Flips one bit of bob@x's record: a byte of its owner id. */
+static void damage_bob(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val key = {sizeof bob_key - 1, (void *)bob_key}, val;
+  ck_assert_int_eq(mdb_get(txn, dbi, &key, &val), 0);
+  char copy[256];
+  ck_assert_uint_le(val.mv_size, sizeof copy);
+  memcpy(copy, val.mv_data, val.mv_size);
+  ck_assert_int_eq(copy[7], 'B'); /* kind, link, "" (0), 1, 'B' */
+  copy[7] ^= 0x01;                 /* 'C': another owner, if it were read */
+  MDB_val bad = {val.mv_size, copy};
+  ck_assert_int_eq(mdb_put(txn, dbi, &key, &bad, 0), 0);
+}
+
+START_TEST(a_damaged_record_answers_format_naming_type_and_key) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "damaged");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  test_reserve(t, "ann@x", "A", "a", HOUR, &a);
+  test_reserve(t, "bob@x", "B", "b", HOUR, &a);
+  test_reserve(t, "cat@x", "C", "c", HOUR, &a);
+  resv_store_close(s);
+  with_lmdb("wow_reservation__test__damaged", damage_bob, NULL);
+
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  t = type_of(s, "damaged");
+  ck_assert(!get(t, "bob@x", &a, &err));
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  ck_assert_msg(strstr(err.message, "wow_reservation__test__damaged") &&
+                    strstr(err.message, "bob@x") && strstr(err.message, "checksum"),
+                "%s", err.message);
+  /* Never granted to another owner, nor taken by one. */
+  ck_assert(!reserve(t, "bob@x", "C", &a, &err));
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  /* Its neighbours answer; a key absent next to it cannot say absent. */
+  ck_assert(get(t, "ann@x", &a, &err));
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, "A"));
+  ck_assert(get(t, "cat@x", &a, &err));
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(!get(t, "bob@y", &a, &err));
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+
+  /* A scan (resv check) lists it with why; a sweep leaves it. */
+  resv_scan_t scan = {0};
+  ck_assert(resv_type_scan(t, 0, NULL, 100, &scan, &err));
+  ck_assert_uint_eq(scan.count, 3);
+  ck_assert_int_eq(scan.entries[1].status, RESV_NONE);
+  ck_assert(test_str_is(scan.entries[1].id, "{ \"t\" : \"\", \"n\" : \"email\", \"k\" : \"bob@x\" }"));
+  ck_assert_msg(strstr(scan.entries[1].problem.ptr, "checksum"), "%s",
+                scan.entries[1].problem.ptr);
+  ck_assert_int_eq(scan.entries[0].status, RESV_PENDING);
+  resv_scan_clear(&scan);
+  resv_store_set_time(s, T0 + 10 * HOUR);
+  resv_request_t sw = {.op = RESV_OP_SWEEP};
+  ck_assert(resv_call(t, &sw, &a, &err));
+  ck_assert_int_eq(a.count, 2);
+  ck_assert(!get(t, "bob@x", &a, &err));
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+typedef struct chain_count {
+  size_t records, unlinked;
+} chain_count_t;
+
+static void check_chain(MDB_txn *txn, MDB_dbi dbi, void *arg);
+
+/* ---- a store of format 1 ------------------------------------------------------ */
+
+/* The BSON document of a record, as the store of format 1 wrote it. */
+static void format1_document(const resv__file_rec_t *d, bson_t *b) {
+  bson_t id, owner, holds;
+  bson_init(b);
+  bson_append_document_begin(b, "_id", 3, &id);
+  bson_append_utf8(&id, "t", 1, d->key.tenant.ptr, (int)d->key.tenant.len);
+  bson_append_utf8(&id, "n", 1, d->key.ns.ptr, (int)d->key.ns.len);
+  bson_append_utf8(&id, "k", 1, d->key.key.ptr, (int)d->key.key.len);
+  bson_append_document_end(b, &id);
+  bson_append_utf8(b, "tenant_id", 9, d->key.tenant.ptr, (int)d->key.tenant.len);
+  bson_append_utf8(b, "key", 3, d->key.key.ptr, (int)d->key.key.len);
+  bson_append_document_begin(b, "owner", 5, &owner);
+  bson_append_utf8(&owner, "tenant_id", 9, d->owner.tenant.ptr, (int)d->owner.tenant.len);
+  bson_append_utf8(&owner, "id", 2, d->owner.id.ptr, (int)d->owner.id.len);
+  bson_append_document_end(b, &owner);
+  if (d->state == RESV_STATE_CONFIRMED) {
+    bson_append_null(b, "expires_at", 10);
+    bson_append_int64(b, "version", 7, d->version);
+    return;
+  }
+  bson_append_int64(b, "expires_at", 10, d->expires_at);
+  bson_append_array_begin(b, "holds", 5, &holds);
+  for (size_t i = 0; i < d->nholds; i++) {
+    char name[24];
+    snprintf(name, sizeof name, "%zu", i);
+    bson_append_utf8(&holds, name, -1, d->holds[i].ptr, (int)d->holds[i].len);
+  }
+  bson_append_array_end(b, &holds);
+}
+
+/* Every record of the type turned into its format-1 document. */
+static void to_format1(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_cursor *c;
+  MDB_val key, val;
+  ck_assert_int_eq(mdb_cursor_open(txn, dbi, &c), 0);
+  for (int rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+    bson_t b;
+    resv__file_rec_t d;
+    if (((const char *)key.mv_data)[0] == 0) {
+      bson_init(&b);
+      BSON_APPEND_UTF8(&b, "_id", "format");
+      BSON_APPEND_INT32(&b, "format", 1);
+    } else {
+      ck_assert(resv__file_rec_decode(&key, &val, &d, NULL));
+      format1_document(&d, &b);
+      resv__file_rec_free(&d);
+    }
+    char at[RESV__FILE_KEY_MAX + 1];
+    MDB_val k = {key.mv_size, at}, nv = {b.len, (void *)bson_get_data(&b)};
+    memcpy(at, key.mv_data, key.mv_size);
+    ck_assert_int_eq(mdb_put(txn, dbi, &k, &nv, 0), 0);
+    ck_assert_int_eq(mdb_cursor_get(c, &k, &val, MDB_SET), 0);
+    bson_destroy(&b);
+  }
+  mdb_cursor_close(c);
+  /* And one that is no reservation, as a hand may have put there. */
+  bson_t b = BSON_INITIALIZER;
+  BSON_APPEND_UTF8(&b, "_id", "bad@x");
+  BSON_APPEND_INT32(&b, "mine", 1);
+  MDB_val k = {sizeof "\001\0email\0bad@x" - 1, (void *)"\001\0email\0bad@x"};
+  MDB_val v = {b.len, (void *)bson_get_data(&b)};
+  ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+  bson_destroy(&b);
+}
+
+static void set_store_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  bson_t b = BSON_INITIALIZER;
+  BSON_APPEND_INT32(&b, "format", *(int *)arg);
+  MDB_val k = {6, (void *)"format"}, v = {b.len, (void *)bson_get_data(&b)};
+  ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+  bson_destroy(&b);
+}
+
+static void read_store_format(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val k = {6, (void *)"format"}, v;
+  bson_t b;
+  bson_iter_t it;
+  ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
+  ck_assert(bson_init_static(&b, v.mv_data, v.mv_size));
+  ck_assert(bson_iter_init_find(&it, &b, "format"));
+  *(int *)arg = bson_iter_int32(&it);
+}
+
+static void first_byte_of_ann(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  MDB_val k = {sizeof "\001\0email\0ann@x" - 1, (void *)"\001\0email\0ann@x"}, v;
+  ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
+  *(char *)arg = ((const char *)v.mv_data)[0];
+}
+
+/* What the format-1 store held, read back after the upgrade. */
+static void expect_upgraded(resv_type_t *t, const char *long_key) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  ck_assert_msg(get(t, "ann@x", &a, &err), "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert_int_eq(a.expires_at, T0 + HOUR);
+  ck_assert(test_holds_are(&a, 2, (const char *const[]){"a1", "a2"}));
+  ck_assert(get(t, "bob@x", &a, &err));
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  ck_assert_int_eq(a.version, 7);
+  ck_assert(test_str_is(a.owner_id, "B"));
+  ck_assert(get(t, long_key, &a, &err));
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, "L"));
+  ck_assert(!get(t, "bad@x", &a, &err)); /* not a reservation: as before */
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  ck_assert(reserve(t, "new@x", "N", &a, &err));
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+}
+
+START_TEST(a_store_of_format_1_is_upgraded_at_open) {
+  char long_key[601];
+  memset(long_key, 'l', 600);
+  long_key[600] = '\0';
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "old");
+  resv_answer_t a = {0};
+  test_reserve(t, "ann@x", "A", "a1", HOUR, &a);
+  test_reserve(t, "ann@x", "A", "a2", HOUR, &a);
+  test_confirm(t, "bob@x", "B", 7, &a);
+  test_reserve(t, long_key, "L", "l", HOUR, &a);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  /* The directory as the store of format 1 left it. */
+  with_lmdb("wow_reservation__test__old", to_format1, NULL);
+  int format = 1;
+  with_lmdb("resv", set_store_format, &format);
+
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  expect_upgraded(type_of(s, "old"), long_key);
+  resv_store_close(s);
+  with_lmdb("resv", read_store_format, &format);
+  ck_assert_int_eq(format, 2);
+  char kind = 0;
+  with_lmdb("wow_reservation__test__old", first_byte_of_ann, &kind);
+  ck_assert_int_eq(kind, 'P');
+  chain_count_t n;
+  with_lmdb("wow_reservation__test__old", check_chain, &n);
+  ck_assert_uint_eq(n.records, 1 + 5); /* the format record, 4 records, new@x */
+  ck_assert_uint_eq(n.unlinked, 1);     /* bad@x, as it was */
+  /* Opened again: format 2 as it is. */
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  t = type_of(s, "old");
+  ck_assert(get(t, "ann@x", &a, &(resv_error_t){0}));
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
+/* ---- the chain ------------------------------------------------------------------ */
+
+/* Every record's link names the key before it; the format record's, the
+ * last key. A record without a link (left by the upgrade: not a
+ * reservation) is counted in unlinked, and the chain passes it. */
+static void check_chain(MDB_txn *txn, MDB_dbi dbi, void *arg) {
+  chain_count_t *n = arg;
+  MDB_cursor *c;
+  MDB_val key, val, prev = {0, NULL};
+  uint32_t link, tail = 0;
+  memset(n, 0, sizeof *n);
+  ck_assert_int_eq(mdb_cursor_open(txn, dbi, &c), 0);
+  for (int rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(c, &key, &val, MDB_NEXT), n->records++) {
+    if (!resv__file_rec_link(&key, &val, &link))
+      n->unlinked++;
+    else if (n->records == 0)
+      tail = link;
+    else
+      ck_assert_msg(link == resv__file_key_link(&prev), "record %zu is not linked", n->records);
+    prev = key;
+  }
+  ck_assert_uint_eq(tail, resv__file_key_link(&prev));
+  mdb_cursor_close(c);
+}
+
+/* Reserves, confirms, abandons, releases, reclaiming writes, a sweep and
+ * puts, of short keys and of keys hashed for their length, in a random
+ * order: the chain stays whole. */
+START_TEST(every_write_keeps_the_chain_whole) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "chain");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  unsigned seed = 7;
+  char long_key[700];
+  for (int i = 0; i < 3000; i++) {
+    int k = rand_r(&seed) % 300;
+    char key[720], owner[8];
+    if (k % 10 == 0) {
+      memset(long_key, 'x', 600);
+      snprintf(long_key + 600, 100, "%d", k);
+      snprintf(key, sizeof key, "%s", long_key);
+    } else {
+      snprintf(key, sizeof key, "k%03d", k);
+    }
+    snprintf(owner, sizeof owner, "o%d", rand_r(&seed) % 3);
+    resv_request_t r = {.key = test_key("email", key), .owner = test_owner("", owner),
+                        .attempt = resv_cstr(rand_r(&seed) % 2 ? "a" : "b"),
+                        .ttl_ms = 1 + rand_r(&seed) % 5000, .version = 1};
+    int op = rand_r(&seed) % 5;
+    r.op = op == 0 ? RESV_OP_CONFIRM : op == 1 ? RESV_OP_ABANDON
+           : op == 2 ? RESV_OP_RELEASE : RESV_OP_RESERVE;
+    ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+    if (i % 500 == 499) {
+      resv_store_set_time(s, T0 + i * 10);
+      resv_request_t sw = {.op = RESV_OP_SWEEP};
+      ck_assert_msg(resv_call(t, &sw, &a, &err), "%s", err.message);
+    }
+  }
+  /* And puts, as resv copy makes them. */
+  for (int i = 0; i < 50; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "p%02d", i);
+    resv_scan_entry_t e = {.status = RESV_CONFIRMED, .state = RESV_STATE_CONFIRMED,
+                           .version = 3, .tenant = resv_cstr(""), .ns = resv_cstr("email"),
+                           .key = resv_cstr(key), .owner_tenant = resv_cstr(""),
+                           .owner_id = resv_cstr("P")};
+    int32_t outcome;
+    ck_assert_msg(resv_type_put(t, &e, &outcome, &err), "%s", err.message);
+    ck_assert_int_eq(outcome, RESV_PUT_ADDED);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  chain_count_t n;
+  with_lmdb("wow_reservation__test__chain", check_chain, &n);
+  ck_assert_uint_gt(n.records, 50);
+  ck_assert_uint_eq(n.unlinked, 0);
+}
+END_TEST
+
+/* ---- flipped bits --------------------------------------------------------------- */
+
+#define FLIP_KEYS 2000
+#define FLIP_ABSENT 200
+#define FLIP_TRIALS 300
+
+typedef struct tally {
+  int right, errors, wrong;
+  bool opened;
+} tally_t;
+
+static void key_name(char *buf, size_t size, int i) { snprintf(buf, size, "key%05d@x", i); }
+
+/* The store of the trials: FLIP_KEYS reservations, a third confirmed. */
+static void fill_store(void) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "flip");
+  resv_answer_t a = {0};
+  for (int i = 0; i < FLIP_KEYS; i++) {
+    char key[32], owner[16];
+    key_name(key, sizeof key, i);
+    snprintf(owner, sizeof owner, "o%d", i);
+    if (i % 3 == 0)
+      test_confirm(t, key, owner, i + 1, &a);
+    else
+      test_reserve(t, key, owner, "a", HOUR, &a);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+
+/* In the child: every key's get against what was stored. */
+static tally_t read_all(const char *path) {
+  tally_t n = {0};
+  resv_options_t o = {.path = path, .sync = RESV_SYNC_PROCESS, .threads = 1};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) return n;
+  n.opened = true;
+  resv_store_set_time(s, T0);
+  resv_type_t *t = resv_store_type(s, "test", 4, "flip", 4, &err);
+  resv_answer_t a = {0};
+  for (int i = 0; t && i < FLIP_KEYS + FLIP_ABSENT; i++) {
+    char key[32], owner[16];
+    key_name(key, sizeof key, i);
+    snprintf(owner, sizeof owner, "o%d", i);
+    if (!get(t, key, &a, &err)) {
+      n.errors++;
+      continue;
+    }
+    bool right = i >= FLIP_KEYS ? a.status == RESV_ABSENT
+                 : i % 3 == 0   ? a.status == RESV_CONFIRMED && a.version == i + 1 &&
+                                    test_str_is(a.owner_id, owner)
+                                : a.status == RESV_PENDING && a.expires_at == T0 + HOUR &&
+                                    test_str_is(a.owner_id, owner) && a.nholds == 1;
+    if (right)
+      n.right++;
+    else
+      n.wrong++;
+  }
+  if (!t) n.errors = FLIP_KEYS + FLIP_ABSENT;
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  return n;
+}
+
+static void write_file(const char *path, const unsigned char *p, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0660);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
+  close(fd);
+}
+
+/* One trial: the file with bits flipped, read in a child. Returns the
+ * child's tally, or opened false and *crashed set when it died. */
+static tally_t trial(const unsigned char *orig, size_t size, int bits, unsigned seed,
+                     bool *crashed) {
+  char tdir[300], file[320];
+  snprintf(tdir, sizeof tdir, "%s/t", dir);
+  mkdir(tdir, 0770);
+  snprintf(file, sizeof file, "%s/lock.mdb", tdir);
+  unlink(file);
+  unsigned char *copy = malloc(size);
+  memcpy(copy, orig, size);
+  for (int b = 0; b < bits; b++) {
+    size_t bit = ((size_t)rand_r(&seed) << 16 ^ (size_t)rand_r(&seed)) % (size * 8);
+    copy[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+  }
+  snprintf(file, sizeof file, "%s/data.mdb", tdir);
+  write_file(file, copy, size);
+  free(copy);
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(30);
+    tally_t n = read_all(tdir);
+    ssize_t w = write(fds[1], &n, sizeof n);
+    _exit(w == (ssize_t)sizeof n ? 0 : 1);
+  }
+  close(fds[1]);
+  tally_t n = {0};
+  ssize_t r = read(fds[0], &n, sizeof n);
+  close(fds[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  *crashed = r != (ssize_t)sizeof n || !WIFEXITED(status);
+  if (*crashed) memset(&n, 0, sizeof n);
+  return n;
+}
+
+static void flip_trials(int bits) {
+  fill_store();
+  char file[300];
+  snprintf(file, sizeof file, "%s/data.mdb", dir);
+  FILE *f = fopen(file, "rb");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  size_t size = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *orig = malloc(size);
+  ck_assert_uint_eq(fread(orig, 1, size, f), size);
+  fclose(f);
+  int wrong_trials = 0, error_trials = 0, refused = 0, crashed_trials = 0, clean = 0;
+  long wrong = 0;
+  for (int i = 0; i < FLIP_TRIALS; i++) {
+    bool crashed;
+    tally_t n = trial(orig, size, bits, (unsigned)(i * 7919 + bits), &crashed);
+    if (crashed)
+      crashed_trials++;
+    else if (!n.opened)
+      refused++;
+    else if (n.wrong)
+      wrong_trials++;
+    else if (n.errors)
+      error_trials++;
+    else
+      clean++;
+    wrong += n.wrong;
+  }
+  free(orig);
+  printf("flip_trials: %d bits, %d trials on a %zu-byte file: %d answered wrongly (%ld "
+         "answers), %d answered some errors and no wrong answer, %d refused at open, "
+         "%d crashed, %d answered all right\n", bits, FLIP_TRIALS, size, wrong_trials, wrong,
+         error_trials, refused, crashed_trials, clean);
+  fflush(stdout);
+  ck_assert_msg(wrong_trials == 0, "%d of %d trials with %d flipped bits answered wrongly",
+                wrong_trials, FLIP_TRIALS, bits);
+}
+
+START_TEST(flipped_bits_never_give_a_wrong_answer_8) { flip_trials(8); }
+END_TEST
+
+START_TEST(flipped_bits_never_give_a_wrong_answer_64) { flip_trials(64); }
+END_TEST
+
+Suite *file_records_suite(void) {
+  Suite *s = suite_create("file_records");
+  TCase *tc = tcase_create("records");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, a_damaged_record_answers_format_naming_type_and_key);
+  tcase_add_test(tc, a_store_of_format_1_is_upgraded_at_open);
+  tcase_add_test(tc, every_write_keeps_the_chain_whole);
+  tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_8);
+  tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_64);
+  suite_add_tcase(s, tc);
+  return s;
+}
