@@ -2,7 +2,7 @@
 module), against MongoDB: RESV_TEST_URI, which scripts/with-mongo sets to
 MONGODB_URI or a fresh emulator. Run through `make test-nginx`, or:
 
-    scripts/with-mongo /usr/bin/python3 examples/openresty/test/test_gateway.py
+    scripts/with-mongo /usr/bin/python3 examples/openresty/test/test_gateway.py [Class[.test] ...]
 
 Each test starts its own nginx on free loopback ports (gateway.py) and
 uses e-mail addresses no other test or run uses.
@@ -574,7 +574,12 @@ class Counting(unittest.TextTestResult):
 
 
 def main():
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    """Every test, or those named as arguments (Class or Class.test_name)."""
+    module = sys.modules[__name__]
+    if sys.argv[1:]:
+        suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:], module)
+    else:
+        suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     result = unittest.TextTestRunner(verbosity=2, resultclass=Counting).run(suite)
     failed = len(result.failures) + len(result.errors)
     passed = result.testsRun - failed - len(result.skipped)
