@@ -252,6 +252,13 @@ local function ngx_workers()
   return worker and worker.count and worker.count() or nil
 end
 
+-- True in nginx's init_by_lua* (the master, before it forks its workers).
+local function in_ngx_init()
+  local ngx = rawget(_G, "ngx")
+  local get_phase = ngx and ngx.get_phase
+  return get_phase ~= nil and get_phase() == "init"
+end
+
 local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
 
 local function check_c_string(what, s)
@@ -392,6 +399,13 @@ function _M.open(opts)
   local keep = {}
   local err = fill_options(o, opts, keep)
   if err then return nil, err end
+  -- A store's threads and connections stay in the process that opened it:
+  -- the workers nginx forks after init_by_lua* would each get a dead copy.
+  if in_ngx_init() then
+    return nil, "invalid: a store cannot be opened in init_by_lua*: nginx forks "
+      .. "its workers after it, and a store does not cross fork(); open it in "
+      .. "init_worker_by_lua* (each worker opens its own)"
+  end
   local h = resv_store_open(o, err_buf)
   -- o points into the strings of keep: they must be alive until here. This
   -- function is never compiled (below), and in the interpreter a local's

@@ -569,6 +569,33 @@ class StoreDown(unittest.TestCase):
                 self.assertEqual((200, 'reserved'), (status, str(body).strip()))
 
 
+class OpenedInInit(unittest.TestCase):
+    """A store opened in init_by_lua* (the master, before the fork) is
+    refused there, naming init_worker_by_lua*: nginx does not start."""
+
+    def assertRefusedInInit(self, options):
+        init = 'init_by_lua_block { assert(require("resv").open { %s }) }' % options
+        with self.assertRaises(RuntimeError) as raised:
+            Gateway(extra_http=init).start()
+        message = str(raised.exception)
+        self.assertIn('init_by_lua', message)
+        self.assertIn('open it in init_worker_by_lua*', message)
+
+    def test_the_memory_store(self):
+        self.assertRefusedInInit('')
+
+    def test_the_file_store(self):
+        path = tempfile.mkdtemp(prefix='resv-gateway-init-')
+        try:
+            self.assertRefusedInInit('path = "%s"' % path)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    @needs_mongo
+    def test_a_mongodb_store(self):
+        self.assertRefusedInInit('uri = "%s"' % URI)
+
+
 class Counting(unittest.TextTestResult):
     pass
 
