@@ -240,10 +240,12 @@ local OPTIONS = {
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
   max_holds = true,
   path = true, map_size = true, sync = true, per_process = true,
-  sweep_grace_ms = true, check = true, slow_ms = true,
+  sweep_grace_ms = true, check = true, slow_ms = true, log_level = true,
 }
 
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
+local LOG_LEVEL = { error = C.RESV_LOG_ERROR, warning = C.RESV_LOG_WARNING,
+                    info = C.RESV_LOG_INFO, debug = C.RESV_LOG_DEBUG }
 
 -- The number of nginx workers when running inside OpenResty, else nil.
 local function ngx_workers()
@@ -338,6 +340,14 @@ local function fill_options(o, opts, keep)
                      .. tostring(values.sync))
     end
     o.sync = mode
+  end
+  if values.log_level ~= nil then
+    local level = LOG_LEVEL[values.log_level]
+    if level == nil then
+      return invalid("log_level", 'expected "error", "warning", "info" or "debug", got '
+                     .. tostring(values.log_level))
+    end
+    o.log_level = level
   end
   local per_process = values.per_process
   if per_process ~= nil then

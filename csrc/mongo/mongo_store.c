@@ -329,6 +329,7 @@ static void mongo_destroy(void *backend) {
   resv__mongo_t *m = backend;
   if (!m)
     return;
+  resv__mongo_log_remove(m->log);
   if (m->has_worker_key)
     pthread_key_delete(m->worker_key);
   if (m->pool)
@@ -341,6 +342,42 @@ static void mongo_destroy(void *backend) {
   bson_free(m->secret);
   bson_free(m->secret_raw);
   bson_free(m);
+}
+
+/* What mongoc logs while parsing a URI but does not refuse it for. */
+static bool harmless(const char *said) {
+  return strncmp(said, "Deprecated", 10) == 0 ||
+         strncmp(said, "Overwriting", 11) == 0;
+}
+
+/* m->uri from uri, with m's secrets. A URI mongoc refuses, or takes but
+ * ignores part of (an unknown option, a value it cannot use: it only logs
+ * those), is RESV_EINVALID, with what mongoc said. */
+static bool parse_uri(resv__mongo_t *m, const char *uri, resv_error_t *err) {
+  resv__mongo_log_capture_t said;
+  bson_error_t error;
+  char text[sizeof error.message];
+
+  m->secret_raw = raw_password(uri);
+  resv__mongo_log_capture(&said);
+  m->uri = mongoc_uri_new_with_error(uri, &error);
+  resv__mongo_log_release();
+  if (m->uri && mongoc_uri_get_password(m->uri))
+    m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
+  resv__mongo_scrub(m, said.text);
+  if (m->uri && (!said.text[0] || harmless(said.text))) {
+    if (said.text[0])
+      mongoc_log(MONGOC_LOG_LEVEL_WARNING, "uri", "%s", said.text);
+    return true;
+  }
+  if (m->uri)
+    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", said.text);
+  memcpy(text, error.message, sizeof text);
+  text[sizeof text - 1] = '\0';
+  resv__mongo_scrub(m, text);
+  if (said.text[0] && !strstr(text, said.text))
+    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s (%s)", said.text, text);
+  return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", text);
 }
 
 static const resv__backend_ops_t mongo_ops = {
@@ -367,18 +404,10 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
 
   mongoc_init();
   m = bson_malloc0(sizeof *m);
-  m->secret_raw = raw_password(options->uri);
-  m->uri = mongoc_uri_new_with_error(options->uri, &error);
-  if (!m->uri) {
-    char text[sizeof error.message];
-    memcpy(text, error.message, sizeof text);
-    resv__mongo_scrub(m, text);
-    resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", text);
+  if (!parse_uri(m, options->uri, err)) {
     mongo_destroy(m);
     return NULL;
   }
-  if (mongoc_uri_get_password(m->uri))
-    m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
   if (!database[0]) {
     const char *db = mongoc_uri_get_database(m->uri);
     if (!db || !*db)
@@ -416,6 +445,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
     return NULL;
   }
   describe_hosts(m);
+  m->log = resv__mongo_log_add(m, options->log_level);
 
   /* Without check, nothing here waits on the network: the pool connects
    * on the first call (mongoc starts its monitoring then). */
