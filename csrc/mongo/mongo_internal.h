@@ -44,6 +44,10 @@ typedef struct resv__mongo {
   resv__mongo_log_t *log; /* the store in the log handler's registry */
 } resv__mongo_t;
 
+/* Removes the name of mongoc's shared-memory counters of this process
+ * (mongo_counters.c); its mapping stays. */
+void resv__mongo_counters_forget(void);
+
 /* ---- The driver's log (mongo_log.c) ----------------------------------- */
 
 /* Puts m (its hosts and database set) into the log handler's registry,

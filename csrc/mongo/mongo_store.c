@@ -403,6 +403,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   resv__mongo_t *m;
 
   mongoc_init();
+  resv__mongo_counters_forget();
   m = bson_malloc0(sizeof *m);
   if (!parse_uri(m, options->uri, err)) {
     mongo_destroy(m);
