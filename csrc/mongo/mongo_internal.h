@@ -42,6 +42,7 @@ typedef struct resv__mongo {
   pthread_key_t worker_key;
   bool has_worker_key;
   resv__mongo_log_t *log; /* the store in the log handler's registry */
+  int32_t selection_ms;   /* the URI's serverSelectionTimeoutMS */
 } resv__mongo_t;
 
 /* Removes the name of mongoc's shared-memory counters of this process

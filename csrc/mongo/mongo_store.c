@@ -224,6 +224,45 @@ static worker_t *this_worker(resv__mongo_t *m) {
   return w;
 }
 
+/* Whether one of the servers the driver knows takes writes now. */
+static bool writable_known(mongoc_client_t *client) {
+  size_t n = 0;
+  bool writable = false;
+  mongoc_server_description_t **sds =
+      mongoc_client_get_server_descriptions(client, &n);
+
+  for (size_t i = 0; i < n && !writable; i++) {
+    const char *type = mongoc_server_description_type(sds[i]);
+    writable = strcmp(type, "Standalone") == 0 || strcmp(type, "RSPrimary") == 0 ||
+               strcmp(type, "Mongos") == 0 || strcmp(type, "LoadBalancer") == 0;
+  }
+  mongoc_server_descriptions_destroy_all(sds, n);
+  return writable;
+}
+
+/* A call whose waiter gives up (its deadline and the grace after it)
+ * before a server selection may end (a shorter timeout_ms of its own, or a
+ * long wait in the queue) does not start one that would outlive it: once
+ * the servers were reached, and while the
+ * driver knows none that takes writes (the connection to it failed, or its
+ * monitor found it gone), it fails with RESV_EUNAVAILABLE at once, leaving
+ * the waiting to calls that have the time. A call with the whole timeout
+ * waits for a server as long as its selection may. */
+static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
+                                      int64_t deadline, resv_error_t *err) {
+  int64_t left = deadline - resv__monotonic_ms();
+
+  if (!atomic_load(&m->topology_known) ||
+      left + RESV__DEADLINE_GRACE_MS >= m->selection_ms ||
+      writable_known(client))
+    return false;
+  resv__fail(err, RESV_EUNAVAILABLE,
+             "no server of %s takes writes now, and the call's %lld ms left are "
+             "less than a server selection may take (%d ms)",
+             m->hosts, (long long)(left > 0 ? left : 0), (int)m->selection_ms);
+  return true;
+}
+
 static bool mongo_execute(void *backend, resv_type_t *type,
                           const resv_request_t *req, int64_t now,
                           int64_t deadline, resv_answer_t *answer,
@@ -236,6 +275,8 @@ static bool mongo_execute(void *backend, resv_type_t *type,
     return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
   if (!atomic_load(&m->topology_known) &&
       !learn_topology(m, w->client, deadline, err))
+    return false;
+  if (out_of_time_for_selection(m, w->client, deadline, err))
     return false;
   if (!resv__mongo_schema_ready(m, type, w->client, deadline, err))
     return false;
@@ -437,6 +478,8 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
                  timeout > INT32_MAX - SOCKET_BACKSTOP_MS
                      ? INT32_MAX
                      : timeout + SOCKET_BACKSTOP_MS);
+  m->selection_ms = mongoc_uri_get_option_as_int32(
+      m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
   follow_the_set(m->uri);
