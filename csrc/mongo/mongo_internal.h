@@ -68,6 +68,9 @@ typedef struct resv__mongo_log_capture {
 void resv__mongo_log_capture(resv__mongo_log_capture_t *c);
 void resv__mongo_log_release(void);
 
+/* Logs text as a warning of domain, naming e's store. */
+void resv__mongo_log_say(resv__mongo_log_t *e, const char *domain, const char *text);
+
 /* The resv_log_level_t called name ("error" ... "debug"); 0 when none. */
 int32_t resv__mongo_log_level_named(const char *name);
 

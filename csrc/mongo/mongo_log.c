@@ -11,9 +11,10 @@
  * once per store and minute, and the next one of its kind says how many
  * were held back; at info and debug every line is shown.
  *
- * A line names its store ("resv: mongodb host:port/db: warning: ..."): the
- * open store whose hosts it quotes, else the only one open, else none
- * ("resv: mongodb: ..."). Every open store's password is scrubbed from it.
+ * A line names its store ("resv: mongodb host:port/db: WARNING: ..."):
+ * the store that says it (resv__mongo_log_say), else the open store whose
+ * hosts it quotes, else the only one open, else none ("resv: mongodb:
+ * ..."). Every open store's password is scrubbed from it.
  * Lines go to stderr, where mongoc's went (nginx sends a worker's stderr to
  * its error log).
  *
@@ -51,6 +52,7 @@ static resv__mongo_log_t unnamed = {.name = "mongodb"};
 static int32_t env_level; /* RESV_LOG as a resv_log_level_t; 0: unset */
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static _Thread_local resv__mongo_log_capture_t *capturing;
+static _Thread_local resv__mongo_log_t *speaking; /* resv__mongo_log_say's */
 
 static const char *const LEVEL_NAMES[] = {"", "error", "warning", "info", "debug"};
 
@@ -121,6 +123,8 @@ static bool kind_due(resv__mongo_log_t *e, uint64_t hash, uint32_t *held) {
 /* The store a line concerns: the one whose hosts it quotes, else the only
  * one open, else the unnamed entry. Under registry_mutex. */
 static resv__mongo_log_t *concerned(const char *message) {
+  if (speaking)
+    return speaking;
   for (resv__mongo_log_t *e = registry; e; e = e->next) {
     char hosts[sizeof e->m->hosts];
     memcpy(hosts, e->m->hosts, sizeof hosts);
@@ -178,6 +182,12 @@ void resv__mongo_log_capture(resv__mongo_log_capture_t *c) {
 }
 
 void resv__mongo_log_release(void) { capturing = NULL; }
+
+void resv__mongo_log_say(resv__mongo_log_t *e, const char *domain, const char *text) {
+  speaking = e;
+  mongoc_log(MONGOC_LOG_LEVEL_WARNING, domain, "%s", text);
+  speaking = NULL;
+}
 
 resv__mongo_log_t *resv__mongo_log_add(const resv__mongo_t *m, int32_t level) {
   resv__mongo_log_t *e = bson_malloc0(sizeof *e);

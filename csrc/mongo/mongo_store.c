@@ -393,31 +393,29 @@ static bool harmless(const char *said) {
 
 /* m->uri from uri, with m's secrets. A URI mongoc refuses, or takes but
  * ignores part of (an unknown option, a value it cannot use: it only logs
- * those), is RESV_EINVALID, with what mongoc said. */
-static bool parse_uri(resv__mongo_t *m, const char *uri, resv_error_t *err) {
-  resv__mongo_log_capture_t said;
+ * those), is RESV_EINVALID, with what mongoc said. A harmless line is
+ * left in said for the caller to log once the store is named. */
+static bool parse_uri(resv__mongo_t *m, const char *uri,
+                      resv__mongo_log_capture_t *said, resv_error_t *err) {
   bson_error_t error;
   char text[sizeof error.message];
 
   m->secret_raw = raw_password(uri);
-  resv__mongo_log_capture(&said);
+  resv__mongo_log_capture(said);
   m->uri = mongoc_uri_new_with_error(uri, &error);
   resv__mongo_log_release();
   if (m->uri && mongoc_uri_get_password(m->uri))
     m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
-  resv__mongo_scrub(m, said.text);
-  if (m->uri && (!said.text[0] || harmless(said.text))) {
-    if (said.text[0])
-      mongoc_log(MONGOC_LOG_LEVEL_WARNING, "uri", "%s", said.text);
+  resv__mongo_scrub(m, said->text);
+  if (m->uri && (!said->text[0] || harmless(said->text)))
     return true;
-  }
   if (m->uri)
-    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", said.text);
+    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", said->text);
   memcpy(text, error.message, sizeof text);
   text[sizeof text - 1] = '\0';
   resv__mongo_scrub(m, text);
-  if (said.text[0] && !strstr(text, said.text))
-    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s (%s)", said.text, text);
+  if (said->text[0] && !strstr(text, said->text))
+    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s (%s)", said->text, text);
   return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", text);
 }
 
@@ -441,12 +439,13 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
                        resv_error_t *err) {
   int32_t timeout = options->timeout_ms;
   bson_error_t error;
+  resv__mongo_log_capture_t said;
   resv__mongo_t *m;
 
   mongoc_init();
   resv__mongo_counters_forget();
   m = bson_malloc0(sizeof *m);
-  if (!parse_uri(m, options->uri, err)) {
+  if (!parse_uri(m, options->uri, &said, err)) {
     mongo_destroy(m);
     return NULL;
   }
@@ -490,6 +489,8 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   }
   describe_hosts(m);
   m->log = resv__mongo_log_add(m, options->log_level);
+  if (said.text[0])
+    resv__mongo_log_say(m->log, "uri", said.text);
 
   /* Without check, nothing here waits on the network: the pool connects
    * on the first call (mongoc starts its monitoring then). */
