@@ -10,7 +10,9 @@ set) and the demo on the file store, each of which needs nginx's workers
 to read the clone's Lua modules and libresv.so and to write the file store
 there. Run as root, it also asks for workers running as nobody, which
 cannot enter the directory: start() must refuse, naming nobody and the
-directory. The clone is of the committed HEAD; the library is the one
+directory; and loads resv as nobody from a readable copy of the Lua files
+with libresv.so left in the clone: the error must say that it cannot read
+libresv.so, and why. The clone is of the committed HEAD; the library is the one
 built here (RESV_BUILD), copied into the clone's build folder.
 """
 
@@ -41,6 +43,26 @@ except RuntimeError as e:
 print('nginx started with workers that cannot enter the checkout')
 sys.exit(1)
 '''
+
+
+def nobody_loads_resv(clone, env):
+    """As nobody: the clone's Lua files copied where anyone may read them,
+    libresv.so still in the clone. resv must say it cannot read it."""
+    readable = tempfile.mkdtemp(prefix='resv-private-lua-')
+    try:
+        os.chmod(readable, 0o755)
+        shutil.copytree(os.path.join(clone, 'lua'), os.path.join(readable, 'lua'))
+        for root, dirs, files in os.walk(readable):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755)
+        lua = os.path.join(readable, 'lua')
+        env = dict(env, LUA_PATH='%s/?.lua;%s/?/init.lua;;' % (lua, lua),
+                   LUA_CPATH=os.path.join(clone, 'build', '?.so') + ';;')
+        return run('resv as nobody names what it cannot read',
+                   ['runuser', '-u', 'nobody', '--', 'luajit', '-e', 'require "resv"'],
+                   '/', env)
+    finally:
+        shutil.rmtree(readable, ignore_errors=True)
 
 
 def run(what, argv, cwd, env):
@@ -80,6 +102,10 @@ def main():
                                os.path.join(clone, 'examples', 'openresty')], clone, env)
             if status != 0 or 'nobody cannot enter %s' % top not in out:
                 failed.append(('workers as nobody', out))
+            status, out = nobody_loads_resv(clone, env)
+            if 'resv: cannot read libresv: %s' % clone not in out or \
+                    'Permission denied' not in out:
+                failed.append(('resv as nobody', out))
     finally:
         shutil.rmtree(top, ignore_errors=True)
     for what, out in failed:
