@@ -13,31 +13,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-/* What the code between stderr_begin and stderr_end wrote to stderr. */
-static FILE *captured;
-static int saved_stderr = -1;
-
-static void stderr_begin(void) {
-  fflush(stderr);
-  captured = tmpfile();
-  ck_assert_ptr_nonnull(captured);
-  saved_stderr = dup(2);
-  dup2(fileno(captured), 2);
-}
-
-static char *stderr_end(void) {
-  static char text[1 << 16];
-  fflush(stderr);
-  dup2(saved_stderr, 2);
-  close(saved_stderr);
-  rewind(captured);
-  size_t n = fread(text, 1, sizeof text - 1, captured);
-  text[n] = '\0';
-  fclose(captured);
-  return text;
-}
 
 static resv_error_t open_fails(const char *uri) {
   resv_options_t o = {.uri = uri, .timeout_ms = 300};
@@ -49,10 +24,10 @@ static resv_error_t open_fails(const char *uri) {
 }
 
 START_TEST(a_refused_uri_says_why) {
-  stderr_begin();
+  test_stderr_begin();
   resv_error_t port = open_fails("mongodb://127.0.0.1:x/");
   resv_error_t option = open_fails("mongodb://127.0.0.1:1/?nosuchoption=1");
-  char *out = stderr_end();
+  const char *out = test_stderr_end();
   ck_assert_int_eq(port.code, RESV_EINVALID);
   ck_assert_msg(strstr(port.message, "bad MongoDB URI: Port could not be parsed"), "%s",
                 port.message);
@@ -96,9 +71,9 @@ static void three_calls(int32_t log_level, resv_code_t codes[3]) {
 
 START_TEST(a_call_with_nothing_listening_is_unavailable_and_quiet) {
   resv_code_t codes[3];
-  stderr_begin();
+  test_stderr_begin();
   three_calls(0, codes);
-  char *out = stderr_end();
+  const char *out = test_stderr_end();
   for (int i = 0; i < 3; i++)
     ck_assert_msg(codes[i] == RESV_EUNAVAILABLE, "call %d: %s", i + 1,
                   resv_code_name(codes[i]));
@@ -108,9 +83,9 @@ END_TEST
 
 START_TEST(log_level_debug_shows_the_monitor_naming_the_store) {
   resv_code_t codes[3];
-  stderr_begin();
+  test_stderr_begin();
   three_calls(RESV_LOG_DEBUG, codes);
-  char *out = stderr_end();
+  const char *out = test_stderr_end();
   ck_assert_msg(strstr(out, "resv: mongodb 127.0.0.1:1/resv: DEBUG: monitor: "), "%s", out);
 }
 END_TEST
@@ -120,12 +95,12 @@ START_TEST(a_kind_of_warning_shows_once_a_minute) {
   resv_error_t err = {0};
   resv_store_t *s = resv_store_open(&o, &err);
   ck_assert_msg(s != NULL, "%s", err.message);
-  stderr_begin();
+  test_stderr_begin();
   for (int i = 0; i < 5; i++)
     mongoc_log(MONGOC_LOG_LEVEL_WARNING, "test", "the same warning, %d", i);
   mongoc_log(MONGOC_LOG_LEVEL_ERROR, "test", "another kind");
   mongoc_log(MONGOC_LOG_LEVEL_INFO, "test", "information");
-  char *out = stderr_end();
+  const char *out = test_stderr_end();
   resv_store_close(s);
   ck_assert_str_eq(out, "resv: mongodb 127.0.0.1:1/resv: WARNING: test: the same warning, 0\n"
                         "resv: mongodb 127.0.0.1:1/resv: ERROR: test: another kind\n");

@@ -48,6 +48,11 @@ resv_store_t *test_open(const char *uri);
 void test_temp_dir(char *out, size_t size);
 void test_remove_dir(const char *path);
 
+/* What this process writes to stderr between test_stderr_begin and
+ * test_stderr_end (a static buffer, NUL-terminated, the first 64 KiB). */
+void test_stderr_begin(void);
+const char *test_stderr_end(void);
+
 /* A file store on path with sync (resv_sync_t). Fails the test on error. */
 resv_store_t *test_open_file(const char *path, int32_t sync);
 
