@@ -421,9 +421,8 @@ END_TEST
 START_TEST(test_bad_uri_is_invalid_without_password) {
   resv_options_t o = {.uri = "mongodb://ann:hunter22@[::1/?x=", .timeout_ms = 1000};
   resv_error_t err;
-  mongoc_log_set_handler(NULL, NULL); /* the driver logs the bad port too */
+  /* The driver's line on the bad port goes into the error, not to stderr. */
   resv_store_t *s = resv_store_open(&o, &err);
-  mongoc_log_set_handler(mongoc_log_default_handler, NULL);
   ck_assert_ptr_null(s);
   ck_assert_int_eq(err.code, RESV_EINVALID);
   ck_assert_msg(!strstr(err.message, "hunter22"), "%s", err.message);
