@@ -243,11 +243,12 @@ static bool writable_known(mongoc_client_t *client) {
 /* A call whose waiter gives up (its deadline and the grace after it)
  * before a server selection may end (a shorter timeout_ms of its own, or a
  * long wait in the queue) does not start one that would outlive it: once
- * the servers were reached, and while the
- * driver knows none that takes writes (the connection to it failed, or its
- * monitor found it gone), it fails with RESV_EUNAVAILABLE at once, leaving
- * the waiting to calls that have the time. A call with the whole timeout
- * waits for a server as long as its selection may. */
+ * the servers were reached, and while the driver knows none that takes
+ * writes (the connection to it failed, or its monitor found it gone), it
+ * fails with RESV_EUNAVAILABLE at once, leaving the waiting to calls that
+ * have the time. A call with the whole timeout waits for a server as long
+ * as its selection may (serverSelectionTimeoutMS: mongoc's pooled clients
+ * take it from the URI, never per call). */
 static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
                                       int64_t deadline, resv_error_t *err) {
   int64_t left = deadline - resv__monotonic_ms();

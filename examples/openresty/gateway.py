@@ -16,7 +16,8 @@ it when that is root; nginx started by another user never switches), so a
 checkout only its owner can enter (a 0700 home directory) serves as well
 as any. Gateway(user='nobody') runs them as another user; start() then
 refuses, naming the directory, when that user cannot read what the
-workers load (the Lua modules, libresv.so) or write the file store.
+workers load (the Lua modules, libresv.so) or reach the file store (which
+is then made theirs).
 """
 
 import ctypes
@@ -26,9 +27,9 @@ import json
 import os
 import pwd
 import shutil
-import stat
 import signal
 import socket
+import stat
 import string
 import subprocess
 import tempfile
@@ -201,7 +202,7 @@ class Gateway:
 
     def check_readable(self):
         """Raises, naming the cause, when the workers' user cannot read the
-        files they load or write the file store."""
+        files they load or reach the file store's directory."""
         if self.user == pwd.getpwuid(os.geteuid()).pw_name:
             return  # what this process could open, so can they
         needs = [(os.path.join(REPO, 'lua', 'resv.lua'), False),
