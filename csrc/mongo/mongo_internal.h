@@ -43,6 +43,7 @@ typedef struct resv__mongo {
   bool has_worker_key;
   resv__mongo_log_t *log; /* the store in the log handler's registry */
   int32_t selection_ms;   /* the URI's serverSelectionTimeoutMS */
+  atomic_bool pool_reached; /* a call answered through the pool's clients */
 } resv__mongo_t;
 
 /* Removes the name of mongoc's shared-memory counters of this process

@@ -243,17 +243,18 @@ static bool writable_known(mongoc_client_t *client) {
 /* A call whose waiter gives up (its deadline and the grace after it)
  * before a server selection may end (a shorter timeout_ms of its own, or a
  * long wait in the queue) does not start one that would outlive it: once
- * the servers were reached, and while the driver knows none that takes
- * writes (the connection to it failed, or its monitor found it gone), it
- * fails with RESV_EUNAVAILABLE at once, leaving the waiting to calls that
- * have the time. A call with the whole timeout waits for a server as long
+ * a call answered through the pool (check's client is not the pool's: the
+ * pool knows nothing before its first call), and while the pool knows no
+ * server that takes writes (the connection to it failed, or its monitor
+ * found it gone), it fails with RESV_EUNAVAILABLE at once, leaving the
+ * waiting to calls that have the time. A call with the whole timeout waits for a server as long
  * as its selection may (serverSelectionTimeoutMS: mongoc's pooled clients
  * take it from the URI, never per call). */
 static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
                                       int64_t deadline, resv_error_t *err) {
   int64_t left = deadline - resv__monotonic_ms();
 
-  if (!atomic_load(&m->topology_known) ||
+  if (!atomic_load_explicit(&m->pool_reached, memory_order_relaxed) ||
       left + RESV__DEADLINE_GRACE_MS >= m->selection_ms ||
       writable_known(client))
     return false;
@@ -290,6 +291,8 @@ static bool mongo_execute(void *backend, resv_type_t *type,
   }
   bool gone = false;
   bool ok = resv__mongo_run(m, w->coll, req, now, deadline, answer, &gone, err);
+  if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
+    atomic_store(&m->pool_reached, true);
   if (gone)
     resv__mongo_schema_reset(type);
   return ok;

@@ -546,6 +546,26 @@ START_TEST(a_short_call_with_the_server_gone_is_unavailable_at_once) {
 }
 END_TEST
 
+/* The short-call rule waits for the pool to have reached a server: a
+ * store opened with check (which reaches it on a client of its own) takes
+ * a short first call as any other. */
+START_TEST(a_short_first_call_after_check_at_open_works) {
+  emu_t e;
+  emu_start(&e, 0, false);
+  resv_store_t *s = emu_open(e.uri, (resv_options_t){.threads = 2, .timeout_ms = 3000,
+                                                     .check = 1});
+  resv_type_t *t = test_fresh_type(s, "short");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  resv_request_t r = {.op = RESV_OP_GET, .key = K("k"), .timeout_ms = 300};
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s: %s", resv_code_name(err.code), err.message);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  emu_stop(&e);
+}
+END_TEST
+
 /* check = true authenticates at open: a wrong password fails there,
  * clearly and without the password; the right one opens. */
 START_TEST(check_at_open_authenticates) {
@@ -879,6 +899,7 @@ Suite *faults_suite(void) {
   tcase_add_test(tc, a_server_down_at_open_is_unavailable_at_once);
   tcase_add_test(tc, a_store_opened_while_the_server_is_down_works_once_it_is_back);
   tcase_add_test(tc, a_short_call_with_the_server_gone_is_unavailable_at_once);
+  tcase_add_test(tc, a_short_first_call_after_check_at_open_works);
   tcase_add_test(tc, check_at_open_authenticates);
   tcase_add_test(tc, a_server_killed_and_restarted_is_found_again);
   tcase_add_test(tc, a_server_stopped_and_restarted_is_found_again);
