@@ -15,7 +15,14 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 LUAJIT  ?= luajit
-VERSION := 0.1.0
+# The version is the rockspec's (version = "0.1.0-1" is 0.1.0): the
+# library's resv_version() (and so resv._VERSION and resv --version), its
+# file name and resv.pc take it from here.
+ROCKSPEC := $(firstword $(wildcard resv-*-*.rockspec))
+VERSION := $(shell sed -n 's/^version *= *"\([^"]*\)-[0-9][0-9]*"/\1/p' $(ROCKSPEC))
+ifeq ($(VERSION),)
+$(error no version = "X-N" line in a resv-*.rockspec)
+endif
 SOVERSION := 0
 
 PKGS      := libmongoc-1.0 libbson-1.0
@@ -27,11 +34,11 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
            -Wcast-align -Wwrite-strings -Wno-unused-parameter
 OPT     ?= -O2 -g
 SAN     ?=
-# The core's folders (README "Layout"): each file includes its neighbours'
+# The core's folders (CONTRIBUTING.md, "The source tour"): each file includes its neighbours'
 # headers by name.
 CSRC_DIRS := csrc csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
-              $(WARN) $(DEPS_CFLAGS) $(CFLAGS)
+              $(WARN) $(DEPS_CFLAGS) -DRESV_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 LIBS_ALL    = $(DEPS_LIBS) -llmdb -lpthread
 
@@ -42,23 +49,30 @@ TEST_SRC := $(sort $(wildcard csrc/test/*.c))
 TEST_OBJ := $(TEST_SRC:csrc/test/%.c=$(O)/obj/test/%.o)
 HEADERS  := $(wildcard csrc/*.h csrc/*/*.h)
 
-# Debian packages the project needs; `make deps` installs the missing ones.
-DEB_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev check \
-                luajit2 lua-busted nginx-core libnginx-mod-http-lua \
-                python3-mockupdb python3-mongomock python3-pymongo valgrind \
-                lua-dkjson clang libclang-rt-14-dev openssl
-# The file store (csrc/file_*.c) links LMDB; lmdb-utils has mdb_stat and mdb_dump.
-DEB_PACKAGES += liblmdb-dev lmdb-utils
+# ---- Debian packages (make deps, make test-deps) ----------------------
+# DEMO_PACKAGES: what `make` and `make demo` need (the compiler, the
+# libraries resv links, LuaJIT, nginx with its Lua module, and the demo's
+# JSON module and Python). TEST_PACKAGES: what only the tests need. `make
+# deps` installs the missing demo packages, `make test-deps` both lists.
+DEMO_PACKAGES := gcc make pkg-config libmongoc-dev libbson-dev liblmdb-dev \
+                 luajit2 nginx-core libnginx-mod-http-lua lua-dkjson python3
+# The C test framework, busted, the emulator's Python libraries, the
+# sanitizers' runtimes and valgrind, openssl (the emulator's TLS tests),
+# lmdb-utils (mdb_stat, mdb_dump on the file store).
+TEST_PACKAGES := check lua-busted python3-mockupdb python3-mongomock python3-pymongo \
+                 valgrind clang libclang-rt-14-dev openssl lmdb-utils
 # bench/redis_nx.c compares the file store with Redis (through hiredis).
-DEB_PACKAGES += redis-server libhiredis-dev
+TEST_PACKAGES += redis-server libhiredis-dev
 # The hosts the Lua module is tested in (spec/hosts/).
-DEB_PACKAGES += tarantool
-# The host helpers' tests run in the real hosts.
-DEB_PACKAGES += lua-luv neovim lua-cqueues love
+TEST_PACKAGES += tarantool lua-luv neovim lua-cqueues love
 # The model checker of model/.
-DEB_PACKAGES += spin
+TEST_PACKAGES += spin
 # make test-install tries the rockspec with LuaRocks.
-DEB_PACKAGES += luarocks
+TEST_PACKAGES += luarocks
+# promtool checks the Prometheus text of resv.metrics and resv stats.
+TEST_PACKAGES += prometheus
+# What `make deps` installs (bench-deps passes its own list).
+DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
@@ -77,10 +91,19 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# The test-only packages come with every target that runs tests.
+.PHONY: test-deps
+test-deps:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
+test asan tsan valgrind model: test-deps
+
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+# resv_version() is the rockspec's version.
+$(O)/obj/core/error.o: $(ROCKSPEC)
 
 $(O)/obj/test/%.o: csrc/test/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -100,7 +123,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan test-model
+	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -148,7 +171,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := validate decode
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
-                $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%)
+                $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%) -DRESV_VERSION='"$(VERSION)"'
 FUZZ_SRC_validate := csrc/core/validate.c csrc/core/error.c
 FUZZ_SRC_decode   := csrc/core/validate.c csrc/core/error.c csrc/mongo/mongo_decode.c csrc/core/answer.c
 
@@ -217,6 +240,30 @@ test-layout:
 	if [ -n "$$bad" ]; then echo "test-layout: outside their folder: $$bad"; exit 1; fi; \
 	echo "test-layout: mongoc only in csrc/mongo/, LMDB only in csrc/file/"
 
+# ---- make check: the inner loop (no server, no emulator) ----------------
+# The build, the C suites that need no MongoDB, the Lua specs on the
+# embedded stores (busted without RESV_TEST_URI skips the MongoDB specs),
+# the layout check and the documentation's examples that need no server.
+# A suite that needs no emulator belongs in CHECK_SUITES.
+CHECK_SUITES := validate,rules_memory,pool,job,memory,mongo_decode,rules_file,file_store,file_diff
+.PHONY: check test-docs test-docs-offline
+check: all $(O)/resv_tests
+	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests
+	env -u RESV_TEST_URI LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
+	  $(LUAJIT) /usr/bin/busted >$(O)/check-busted.log 2>&1 \
+	  && tail -1 $(O)/check-busted.log || { cat $(O)/check-busted.log; exit 1; }
+	@$(MAKE) --no-print-directory test-layout test-docs-offline
+
+# Every code block of README.md and docs/ marked runnable (scripts/test-docs):
+# Lua and shell from a scratch folder outside the work tree, the nginx.conf
+# through nginx -t and a request; test-docs also runs the blocks that need a
+# MongoDB (against the emulator or MONGODB_URI).
+test-docs: all
+	O=$(O) LUAJIT=$(LUAJIT) scripts/with-mongo $(PYTHON) scripts/test-docs
+test-docs-offline: all
+	O=$(O) LUAJIT=$(LUAJIT) $(PYTHON) scripts/test-docs --offline
+# ---- end of make check --------------------------------------------------
+
 # resv in the real Tarantool: fibers yield and resume as themselves, and
 # the event loop keeps ticking (against the emulator or MONGODB_URI).
 # Then `tarantoolctl rocks make` into a scratch tree, and a script outside
@@ -281,9 +328,10 @@ lua-install: lua-files $(O)/libresv.so
 	printf 'return "%s"\n' '$(LUA_LIBDIR)/libresv.so' > $(DESTDIR)$(LUA_SHAREDIR)/resv/libpath.lua
 
 lua-files:
-	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv
+	install -d $(DESTDIR)$(LUA_SHAREDIR)/resv $(DESTDIR)$(LUA_SHAREDIR)/resv/cli
 	install -m 644 lua/resv.lua $(DESTDIR)$(LUA_SHAREDIR)/resv.lua
 	install -m 644 lua/resv/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/
+	install -m 644 lua/resv/cli/*.lua $(DESTDIR)$(LUA_SHAREDIR)/resv/cli/
 
 # ---- benchmarks (bench/; figures, never pass/fail on a time) --------
 
@@ -353,6 +401,19 @@ uninstall:
 	  $(DESTDIR)$(LUA_LIBDIR)/libresv.so $(DESTDIR)$(LUA_SHAREDIR)/resv.lua \
 	  $(DESTDIR)$(BINDIR)/resv
 	rm -rf $(DESTDIR)$(LUA_SHAREDIR)/resv
+	@# The folders install made: the Lua and pkg-config ones when empty; in
+	@# a DESTDIR (a staging tree, all of it the install's) every empty one
+	@# up to DESTDIR. The system's own folders (/usr/local/lib) stay.
+	@rmdir --ignore-fail-on-non-empty $(DESTDIR)$(LUA_SHAREDIR) $(DESTDIR)$(LUA_LIBDIR) \
+	  $(DESTDIR)$(PCDIR) 2>/dev/null; \
+	rmdir --ignore-fail-on-non-empty $(filter %/lua/,$(dir $(DESTDIR)$(LUA_SHAREDIR)) \
+	  $(dir $(DESTDIR)$(LUA_LIBDIR))) 2>/dev/null; true
+	@if [ -n "$(DESTDIR)" ] && [ -d "$(DESTDIR)" ]; then \
+	  cd "$(DESTDIR)" && for d in $(INCLUDEDIR) $(LIBDIR) $(PCDIR) $(BINDIR) $(LUA_SHAREDIR) $(LUA_LIBDIR); do \
+	    d=$${d#/}; while [ "$$d" != . ]; do \
+	      if [ -d "$$d" ]; then rmdir "$$d" 2>/dev/null || break; fi; d=$$(dirname "$$d"); done; \
+	  done; true; \
+	fi
 
 # A packager's round: make install into a fresh DESTDIR (multiarch LIBDIR),
 # the C quick start built with pkg-config from there, require "resv" from

@@ -10,8 +10,9 @@ rockspec_format = "3.0"
 package = "resv"
 version = "0.1.0-1"
 
--- Each release is the git tag v<version> (v0.1.0 here); rockspec
--- revisions (-2, -3) build the same tag.
+-- Built from the git tag v0.1.0 of the repository (each release is the tag
+-- v<version>; rockspec revisions -2, -3 build the same tag). `luarocks make`
+-- in a checkout builds that work tree instead, whatever it holds.
 source = {
   url = "git+https://github.com/resv/resv.git",
   tag = "v0.1.0",
@@ -27,7 +28,7 @@ coroutine is parked: in OpenResty the nginx worker never blocks, a game
 loop polls once per frame, a plain script blocks. An in-memory store with
 the same answers needs no server. Requires LuaJIT (the module uses its FFI).
 ]],
-  license = "MIT",
+  license = "MIT",  -- the LICENSE file
   labels = { "mongodb", "openresty", "ffi", "luajit" },
 }
 
@@ -54,7 +55,7 @@ build = {
     LUA_SHAREDIR = "$(LUADIR)",
     LUA_LIBDIR = "$(PREFIX)/clib",
   },
-  -- The operator's command (README, "The resv command").
+  -- The operator's command (docs/cli.md).
   install = {
     bin = { resv = "bin/resv" },
   },

@@ -10,8 +10,7 @@ Then, for the memory store and, when RESV_TEST_URI is set (scripts/with-
 mongo), for MongoDB, runs wrk on /noop and on /signup, every request a new
 e-mail and user name (bench/gateway/signup.wrk.lua), and prints requests/s
 and the latency p50/p99 of each, with the ratios signup/noop. Writes
-$BENCH_OUT/gateway.dat for the plot (default: $O/bench, O being the build
-folder, build unless set). wrk runs for a fixed time; nothing
+gateway.dat for the plot into $BENCH_OUT (default: build/bench). wrk runs for a fixed time; nothing
 here fails on a figure.
 """
 
@@ -98,7 +97,10 @@ def main():
           % (connections, seconds))
     print('  %-7s %-8s %9s %9s %9s %9s %9s  %s' % (
         'workers', 'what', 'req/s', 'p50 ms', 'p99 ms', 'rps/noop', 'rps/dict', 'non-2xx'))
-    out_dir = os.environ.get('BENCH_OUT') or os.path.join(os.environ.get('O', 'build'), 'bench')
+    # BENCH_OUT (bench/run.sh sets it), else the build folder's bench/:
+    # never the work tree's root.
+    out_dir = os.environ.get('BENCH_OUT') or os.path.join(
+        REPO, os.environ.get('O', 'build'), 'bench')
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, 'gateway.dat'), 'w') as dat:
         dat.write('# label rps p50_ms p99_ms\n')

@@ -240,7 +240,8 @@ local OPTIONS = {
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
   max_holds = true,
   path = true, map_size = true, sync = true, per_process = true,
-  sweep_grace_ms = true, check = true, slow_ms = true, log_level = true,
+  sweep_grace_ms = true, check = true, slow_ms = true, no_create = true,
+  log_level = true,
 }
 
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
@@ -361,6 +362,12 @@ local function fill_options(o, opts, keep)
       return expected("check", "a boolean", values.check)
     end
     o.check = values.check and 1 or 0
+  end
+  if values.no_create ~= nil then
+    if type(values.no_create) ~= "boolean" then
+      return expected("no_create", "a boolean", values.no_create)
+    end
+    o.no_create = values.no_create and 1 or 0
   end
   if values.uri == nil and values.path == nil and not per_process then
     local workers = ngx_workers()

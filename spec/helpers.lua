@@ -25,13 +25,21 @@ function _M.read_file(path)
 end
 
 -- A path for a file store that nothing uses yet (the store makes the
--- directory); _M.remove_dir deletes it.
+-- directory); _M.remove_dir deletes it. The process id is in the name:
+-- math.random is unseeded, so two runs started in the same second would
+-- otherwise share their directories.
 local dir_serial = 0
+local getpid
+do
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "int getpid(void);")
+  getpid = function() return ffi.C.getpid() end
+end
 function _M.fresh_dir()
   dir_serial = dir_serial + 1
   local tmp = os.getenv("TMPDIR")
   if not tmp or tmp == "" then tmp = "/tmp" end
-  return string.format("%s/resv-spec-%d-%x-%d", tmp, os.time(),
+  return string.format("%s/resv-spec-%d-%d-%x-%d", tmp, getpid(), os.time(),
                        math.random(0, 0xffffff), dir_serial)
 end
 

@@ -68,7 +68,11 @@ const char *resv_state_name(int32_t state) {
   return names[state];
 }
 
-const char *resv_version(void) { return "0.1.0"; }
+/* The Makefile passes the rockspec's version. */
+#ifndef RESV_VERSION
+#error "RESV_VERSION is not defined: build with the project's Makefile"
+#endif
+const char *resv_version(void) { return RESV_VERSION; }
 
 bool resv__fail_holds_full(resv_error_t *err, int32_t max_holds) {
   return resv__fail(err, RESV_EINVALID,

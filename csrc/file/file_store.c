@@ -113,6 +113,7 @@ typedef struct file {
   env_t *env;
   int64_t grace_ms;
   int32_t max_holds;
+  bool no_create; /* the option: a type's database is never created */
 } file_t;
 
 /* A write waiting for its group commit; lives on its caller's stack. */
@@ -417,9 +418,9 @@ static void file_type_free(void *backend, resv_type_t *type) {
   type->backend_state = NULL;
 }
 
-/* Opens (creating it on first use) the type's database and checks its
- * format record, once per store and type; a failure is tried again on
- * the next call. */
+/* Opens (creating it on first use, unless no_create) the type's database
+ * and checks its format record, once per store and type; a failure is
+ * tried again on the next call. */
 static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
   resv__file_type_t *ft = type->backend_state;
   if (atomic_load_explicit(&ft->ready, memory_order_acquire)) return true;
@@ -431,7 +432,7 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
     MDB_dbi dbi = 0;
     int rc = begin_txn(e, 0, &txn);
     if (rc == 0) {
-      rc = mdb_dbi_open(txn, type->collection, MDB_CREATE, &dbi);
+      rc = mdb_dbi_open(txn, type->collection, f->no_create ? 0 : MDB_CREATE, &dbi);
       if (rc == 0) rc = resv__file_format(txn, dbi, type->collection, err, &ok);
       if (rc == 0 && ok)
         rc = mdb_txn_commit(txn);
@@ -442,6 +443,11 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
     if (rc == MDB_INCOMPATIBLE)
       ok = resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
                       type->collection);
+    else if (rc == MDB_NOTFOUND)
+      ok = resv__fail(err, RESV_EINVALID,
+                      "no type %s/%s in the file store %s (no database %s); "
+                      "nothing was created", type->context, type->aggregate,
+                      e->path, type->collection);
     else if (rc)
       ok = lmdb_fail(e, err, rc, "set up the type");
     if (ok) {
@@ -856,6 +862,23 @@ static const resv__backend_ops_t disk_ops = {
     .destroy = file_destroy,
 };
 
+/* With no_create: the directory must exist and hold LMDB's data file, so
+ * that opening makes neither a directory nor a store. */
+static bool store_exists(const char *path, resv_error_t *err) {
+  char data[PATH_MAX];
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return resv__fail(err, RESV_EINVALID, "path: no file store at %s: %s; nothing "
+                      "was created", path, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return resv__fail(err, RESV_EINVALID, "path: %s is not a directory", path);
+  snprintf(data, sizeof data, "%s/data.mdb", path);
+  if (stat(data, &st) != 0)
+    return resv__fail(err, RESV_EINVALID, "path: no file store in %s (no data.mdb: "
+                      "%s); nothing was created", path, strerror(errno));
+  return true;
+}
+
 void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
                       resv_error_t *err) {
   int64_t map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
@@ -879,6 +902,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   }
   bool disk = o->sync == RESV_SYNC_DISK;
   struct stat st;
+  if (o->no_create && !store_exists(o->path, err)) return NULL;
   if (!check_directory(o->path, &st, err)) return NULL;
   file_t *f = calloc(1, sizeof *f);
   if (!f) {
@@ -887,6 +911,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   }
   f->grace_ms = o->sweep_grace_ms ? o->sweep_grace_ms : DEFAULT_GRACE_MS;
   f->max_holds = o->max_holds ? o->max_holds : RESV__DEFAULT_MAX_HOLDS;
+  f->no_create = o->no_create != 0;
 
   pthread_once(&registry_once, registry_atfork);
   registry_lock();

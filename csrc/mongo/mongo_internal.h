@@ -27,6 +27,7 @@ typedef struct resv__mongo {
   atomic_bool is_mongos;
   atomic_bool topology_known;
   bool shard_auto; /* sharding option is auto */
+  bool no_create;  /* the option: a type is used as it is, never set up */
   char *secret;    /* the URI's password (decoded), scrubbed from errors */
   char *secret_raw; /* the same as written in the URI (percent-encoded) */
   char hosts[256]; /* "host:port,host:port" for describe */

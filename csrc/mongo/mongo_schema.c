@@ -33,7 +33,9 @@
  * (the server was down) heals on its own. A call that finds the format
  * record gone (the collection was dropped while the store runs:
  * mongo_ops.c) puts the flag down, and the next call sets the type up
- * again, format record included. */
+ * again, format record included. A store opened with no_create uses
+ * a type as it is: it only reads (steps 0 and 2), and a type without a
+ * format record is an error naming it. */
 #include "mongo_internal.h"
 
 #include <stdio.h>
@@ -383,6 +385,34 @@ static bool set_up(const resv__mongo_t *m, const char *collection,
   return ok;
 }
 
+/* With no_create, instead of set_up: a collection sharded on another key
+ * is refused as by step 0, then the format record must be there (step
+ * 2); nothing is created, sharded or written. */
+static bool use_existing(const resv__mongo_t *m, const resv_type_t *type,
+                         mongoc_client_t *client, int64_t deadline,
+                         resv_error_t *err) {
+  char ns[RESV__MAX_NAMESPACE + 2];
+  sharding_state_t sharding;
+  bool ok = true, found = false;
+
+  snprintf(ns, sizeof ns, "%s.%s", m->database, type->collection);
+  if (m->is_mongos && m->shard_auto)
+    ok = check_sharding(m, client, type->collection, ns, deadline, &sharding,
+                        err);
+  mongoc_collection_t *coll =
+      mongoc_client_get_collection(client, m->database, type->collection);
+  if (ok)
+    ok = read_format(m, coll, type->collection, deadline, &found, err);
+  mongoc_collection_destroy(coll);
+  if (ok && !found)
+    ok = resv__fail(err, RESV_EINVALID,
+                    "no type %s/%s in database %s (no collection %s with a "
+                    "format record); nothing was created",
+                    type->context, type->aggregate, m->database,
+                    type->collection);
+  return ok;
+}
+
 bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
                               mongoc_client_t *client, int64_t deadline,
                               resv_error_t *err) {
@@ -414,7 +444,8 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
     } else {
       resv_error_t mine;
       resv_error_t *e = err ? err : &mine;
-      ok = set_up(m, type->collection, client, deadline, e);
+      ok = m->no_create ? use_existing(m, type, client, deadline, e)
+                        : set_up(m, type->collection, client, deadline, e);
       if (ok) {
         st->backoff_ms = 0;
         st->retry_at = 0;

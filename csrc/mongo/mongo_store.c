@@ -467,6 +467,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   }
   m->database = bson_strdup(database);
   m->shard_auto = options->sharding != RESV_SHARDING_OFF;
+  m->no_create = options->no_create != 0;
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
   m->conforms = resv__mongo_conforms_new();
   m->max_holds = options->max_holds;

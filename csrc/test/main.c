@@ -19,6 +19,7 @@ static const struct {
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),
+    SUITE(no_create),
 };
 
 /* True when name is one of the comma-separated names in list. */

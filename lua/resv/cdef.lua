@@ -142,6 +142,15 @@ typedef struct resv_options {
   /* A call that takes longer than this, in ms, counts as slow in
    * resv_stats_t.slow_calls; default 100 (1 to a day). */
   int64_t slow_ms;
+  /* 1: the store creates nothing, for tools that only look (the resv
+   * command). A file store's directory must exist and hold a store
+   * (RESV_EINVALID naming it otherwise). A call or put on a type that
+   * does not exist answers RESV_EINVALID naming it, and sets nothing up:
+   * the file store opens the type's database without creating it;
+   * MongoDB reads the format record and uses the collection as it is (no
+   * create, no format record written, no sharding). Types that exist work
+   * as usual, writes included. The memory store ignores it. */
+  int32_t no_create;
   /* MongoDB: resv_log_level_t; default RESV_LOG_WARNING. */
   int32_t log_level;
 } resv_options_t;

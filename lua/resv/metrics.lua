@@ -29,6 +29,7 @@ local pairs = pairs
 local ipairs = ipairs
 local error = error
 local tostring = tostring
+local tonumber = tonumber
 local concat = table.concat
 local sort = table.sort
 local format = string.format
@@ -41,6 +42,7 @@ local BOUNDS = {}
 for i = 0, C.RESV_STATS_BUCKETS - 1 do BOUNDS[i + 1] = C.resv_stats_bound(i) end
 
 local OPS = { "reserve", "confirm", "abandon", "release", "get", "sweep" }
+local FLOAT_FORMATS = { "%.15g", "%.16g" }
 
 local _M = {}
 
@@ -69,7 +71,10 @@ local function label_text(labels)
   return concat(parts, ",")
 end
 
--- Prometheus floats: +Inf, integers without an exponent.
+-- Prometheus floats: +Inf, integers without an exponent, others in the
+-- shortest of 15, 16 and 17 significant digits that reads back as the
+-- same double (1e-06, 0.1: as other exporters write them; 17 digits
+-- always do).
 local function number(v)
   if v == huge then return "+Inf" end
   if v == -huge then return "-Inf" end
@@ -77,8 +82,13 @@ local function number(v)
   if v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 then
     return format("%d", v)
   end
+  for _, f in ipairs(FLOAT_FORMATS) do
+    local text = format(f, v)
+    if tonumber(text) == v then return text end
+  end
   return format("%.17g", v)
 end
+_M.number = number
 
 local function sorted_keys(t)
   local keys = {}

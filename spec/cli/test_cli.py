@@ -7,12 +7,15 @@ real server); the reservations it looks at are made through the Lua API
 (luajit -e). Bad arguments must be answered with a usage line and exit
 code 2. Run: make test-cli (RESV_BUILD names the build folder).
 """
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -193,20 +196,18 @@ end""")
         self.assertRegex(lines[0], r"^/email/\S+  (pending|expired|confirmed), owner ")
         self.assertRegex(lines[2], r"^more: --after [0-9a-f]+$")
         code, out, err = self.resv("ls", "shop/nobody")
-        self.assertEqual((code, out), (0, ""), err)
+        self.assertEqual((code, out), (1, ""), err)
+        self.assertIn("no type shop/nobody", err)
 
     def test_check_passes_a_type_written_by_the_store(self):
         code, out, err = self.resv("check", "shop/user")
         self.assertEqual(code, 0, err)
         self.assertEqual(out, "wow_reservation__shop__user: format record format 1, "
                               "3 documents, 3 conform, 0 do not\n")
-        [r] = self.resv_json("check", "shop/never")
-        self.assertEqual(r, {"collection": "wow_reservation__shop__never", "ok": True,
-                             "format_record": "none", "documents": 0,
-                             "conforming": 0, "nonconforming": []})
-        # check writes nothing: the type is still never used.
-        [r] = self.resv_json("check", "shop/never")
-        self.assertEqual(r["format_record"], "none")
+        [r] = self.resv_json("check", "shop/user")
+        self.assertEqual(r, {"collection": "wow_reservation__shop__user", "ok": True,
+                             "format_record": "format 1", "documents": 3,
+                             "conforming": 3, "nonconforming": []})
 
     def test_types_lists_the_store_types_and_check_and_sweep_take_all(self):
         lua(self.store.opts, """
@@ -219,7 +220,7 @@ assert(assert(store:type("game", "player")):reserve({ namespace = "name", key = 
         code, out, err = self.resv("check")
         self.assertEqual(code, 0, err)
         self.assertEqual(out.splitlines(), [
-            "wow_reservation__game__player: format record format 1, 1 documents, 1 conform, 0 do not",
+            "wow_reservation__game__player: format record format 1, 1 document, 1 conforms, 0 do not",
             "wow_reservation__shop__user: format record format 1, 3 documents, 3 conform, 0 do not"])
         code, out, err = self.resv("sweep", "--grace-ms", "1")
         self.assertEqual(code, 0, err)
@@ -241,14 +242,98 @@ assert(assert(store:type("game", "player")):reserve({ namespace = "name", key = 
         self.assertIn("# TYPE resv_calls_total counter", out)
         self.assertRegex(out, r'resv_calls_total\{op="get",status="absent"\} 1\n')
 
+    def test_stats_prometheus_passes_promtool_with_short_floats(self):
+        code, out, err = self.resv("stats", "--prometheus")
+        self.assertEqual(code, 0, err)
+        les = re.findall(r'resv_call_duration_seconds_bucket\{op="get",le="([^"]+)"\}', out)
+        self.assertEqual(les[:3], ["1e-06", "2.5e-06", "5e-06"])
+        self.assertIn("0.1", les)
+        for le in les[:-1]:
+            self.assertLessEqual(len(le.replace(".", "").lstrip("0").split("e")[0]), 3, le)
+        promtool = shutil.which("promtool")
+        if not promtool:
+            self.skipTest("promtool is not installed (Debian package prometheus)")
+        p = subprocess.run([promtool, "check", "metrics"], input=out, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, ""), out)
+
     def test_a_store_error_exits_1_with_its_code(self):
         code, out, err = self.resv("get", "shop/us.er", "/email/x")
         self.assertEqual(code, 1)
         self.assertRegex(err, r"^resv: invalid: ")
 
+    def collections(self):
+        """The store's types, as `resv types` lists them."""
+        code, out, err = self.resv("types")
+        self.assertEqual(code, 0, err)
+        return out.splitlines()
+
+    def test_no_command_makes_a_type(self):
+        # A type typed wrong: an error naming it, exit 1, and still no type
+        # (on MongoDB: no collection, which copy would copy later).
+        for args in (["get", "shop/typo", "/e/x"], ["--json", "get", "shop/typo", "/e/x"],
+                     ["ls", "shop/typo"], ["check", "shop/typo"], ["--json", "check", "shop/typo"],
+                     ["release", "shop/typo", "/e/x", "o"], ["sweep", "shop/typo"]):
+            code, out, err = self.resv(*args)
+            self.assertEqual((code, out), (1, ""), (args, err))
+            self.assertRegex(err, r"^resv: invalid: no type shop/typo in ", args)
+            self.assertIn("wow_reservation__shop__typo", err)
+        code, out, err = self.resv("stats")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.collections(), ["shop/user"])
+        if self.kind == "mongo":
+            import pymongo
+            client = pymongo.MongoClient(URI)
+            self.addCleanup(client.close)
+            self.assertEqual(client[self.store.db].list_collection_names(),
+                             ["wow_reservation__shop__user"])
+
+    def test_counts_of_one_are_singular(self):
+        one = Store(self.kind)
+        self.addCleanup(one.close)
+        lua(one.opts, """
+assert(assert(store:type("a", "b")):confirm({ namespace = "n", key = "k" }, { id = "o" }, 1))""")
+        code, out, err = run(*(one.args + ["check"]))
+        self.assertEqual((code, out), (0, "wow_reservation__a__b: format record format 1, "
+                                          "1 document, 1 conforms, 0 do not\n"), err)
+        code, out, err = run(*(one.args + ["stats"]))
+        self.assertEqual(code, 0, err)
+        if self.kind == "file":
+            self.assertRegex(out, r": 1 type, 1 entry, [1-9]\d* bytes\n$")
+        else:
+            self.assertRegex(out, r": 1 type\n$")
+        code, out, err = run(*(one.args + ["sweep", "--grace-ms", "1"]))
+        self.assertEqual((code, out), (0, "wow_reservation__a__b: swept, 0 reservations\n"), err)
+
 
 class FileStore(CommandTests, unittest.TestCase):
     kind = "file"
+
+    def test_a_missing_store_is_an_error_and_stays_missing(self):
+        missing = os.path.join(self.store.dir, "none")
+        empty = tempfile.mkdtemp(prefix="resv-cli-")
+        self.addCleanup(shutil.rmtree, empty, True)
+        for args in (["types"], ["check"], ["stats"], ["stats", "--prometheus"], ["sweep"],
+                     ["get", "shop/user", "/e/x"], ["ls", "shop/user"],
+                     ["check", "shop/user"], ["release", "shop/user", "/e/x", "o"]):
+            code, out, err = run("--path", missing, *args)
+            self.assertEqual((code, out), (1, ""), (args, err))
+            self.assertTrue(err.startswith("resv: invalid: path: no file store at %s: " % missing),
+                            err)
+            code, out, err = run("--path", empty, *args)
+            self.assertEqual((code, out), (1, ""), (args, err))
+            self.assertIn("no file store in %s (no data.mdb" % empty, err)
+        self.assertFalse(os.path.exists(missing))
+        self.assertEqual(os.listdir(empty), [])
+
+    def test_a_store_without_types_lists_none(self):
+        lua("{ path = %s }" % json.dumps(os.path.join(self.store.dir, "new")), "")
+        args = ["--path", os.path.join(self.store.dir, "new")]
+        self.assertEqual(run(*(args + ["types"]))[:2], (0, ""))
+        code, out, err = run(*(args + ["check"]))
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"^resv store \(file .*/new, sync=process\): no type to check\n$")
+        self.assertRegex(run(*(args + ["stats"]))[1], r": 0 types, 0 entries, 0 bytes\n$")
 
 
 @unittest.skipUnless(URI, "RESV_TEST_URI is not set (run under scripts/with-mongo)")
@@ -306,6 +391,22 @@ class MongoStore(CommandTests, unittest.TestCase):
                                     "--after", page["next"], "shop/user")
             seen += [e["id"] for e in page["entries"]]
         self.assertEqual(sorted(seen), sorted(why))
+
+    def test_a_database_without_types_is_an_error_naming_it(self):
+        db = "cli_typo_%d" % os.getpid()
+        for args in (["types"], ["check"], ["stats"], ["stats", "--prometheus"], ["sweep"]):
+            code, out, err = run("--uri", URI, "--database", db, *args)
+            self.assertEqual((code, out), (1, ""), (args, err))
+            self.assertIn("resv: invalid: no type in database %s of mongodb " % db, err)
+            self.assertIn("is --database right?", err)
+        for args in (["get", "shop/user", "/e/x"], ["ls", "shop/user"], ["check", "shop/user"]):
+            code, out, err = run("--uri", URI, "--database", db, *args)
+            self.assertEqual((code, out), (1, ""), (args, err))
+            self.assertIn("no type shop/user in database %s" % db, err)
+        import pymongo
+        client = pymongo.MongoClient(URI)
+        self.addCleanup(client.close)
+        self.assertNotIn(db, client.list_database_names())
 
     def test_check_refuses_another_format(self):
         self.collection().update_one({"_id": "format"}, {"$set": {"format": 2}})
@@ -398,6 +499,30 @@ assert(g:reserve({ tenant = "eu", namespace = "name", key = "late" }, { tenant =
         self.assertEqual(out, "copy: 2 types, 44 reservations: 1 added, 43 same, 0 differ "
                               "(not overwritten), 0 skipped (not format-1)\n")
 
+    def test_copy_from_a_missing_store_makes_nothing(self):
+        missing = self.file.dir + "-none"
+        code, out, err = run("copy", "--from", missing, "--to", self.back.dir)
+        self.assertEqual((code, out), (1, ""), err)
+        self.assertIn("resv: --from: invalid: path: no file store at " + missing, err)
+        self.assertFalse(os.path.exists(missing))
+        code, out, err = run("copy", "--from", URI, "--from-database", self.mongo.db,
+                             "--to", self.back.dir)
+        self.assertEqual((code, out), (1, ""), err)
+        self.assertIn("resv: --from: invalid: no type in database %s" % self.mongo.db, err)
+        self.assertEqual(os.listdir(self.back.dir), [])  # --to was not made either
+
+    def test_copy_counts_of_one_are_singular(self):
+        one = Store("file")
+        self.addCleanup(one.close)
+        lua(one.opts, """
+assert(assert(store:type("a", "b")):confirm({ namespace = "n", key = "k" }, { id = "o" }, 1))""")
+        lua(self.mongo.opts, """
+assert(assert(store:type("a", "b")):confirm({ namespace = "n", key = "k" }, { id = "other" }, 1))""")
+        code, out, err = self.copy(one, self.mongo)
+        self.assertEqual((code, out), (3, "differs: a/b /n/k\ncopy: 1 type, 1 reservation: 0 added, "
+                                          "0 same, 1 differs (not overwritten), 0 skipped "
+                                          "(not format-1)\n"), err)
+
     def test_copy_never_overwrites_another_reservation(self):
         lua(self.mongo.opts, """
 local t = assert(store:type("shop", "user"))
@@ -406,7 +531,7 @@ assert(t:confirm({ namespace = "email", key = "ann@example.com" }, { tenant = "t
         self.assertEqual(code, 3, err)
         lines = out.splitlines()
         self.assertEqual(lines[0], "differs: shop/user /email/ann@example.com")
-        self.assertEqual(lines[-1], "copy: 2 types, 43 reservations: 42 added, 0 same, 1 differ "
+        self.assertEqual(lines[-1], "copy: 2 types, 43 reservations: 42 added, 0 same, 1 differs "
                                     "(not overwritten), 0 skipped (not format-1)")
         [r] = [json.loads(l) for l in run(*(self.mongo.args + ["--json", "get", "shop/user",
                                                               "/email/ann@example.com"]))[1].splitlines()]
@@ -463,6 +588,12 @@ class Usage(unittest.TestCase):
         self.assertUsage("copy", "--to", self.dir)
         self.assertUsage(*p, "copy", "--from", self.dir, "--to", self.dir + "2")
         self.assertUsage("copy", "--from", self.dir, "--to", self.dir, "--to-database", "x")
+        self.assertUsage(*p, "--timeout-ms", "0", "types")
+        self.assertUsage(*p, "--timeout-ms", "soon", "types")
+        self.assertUsage(*p, "--timeout-ms", "1.5", "types")
+        self.assertUsage(*p, "--timeout-ms", "86400001", "types")
+        self.assertUsage(*p, "types", "--timeout-ms")
+        self.assertUsage("copy", "--from", self.dir, "--to", self.dir, "--timeout-ms", "-1")
         err = self.assertUsage(*p, "release", "a/b", "/n/k")
         self.assertIn("release TYPE KEY OWNER", err)
 
@@ -485,6 +616,51 @@ class Usage(unittest.TestCase):
                 self.assertEqual(code, 0, (args, err))
                 self.assertTrue(out.startswith("usage: resv "), out)
                 self.assertIn(" " + name, out.splitlines()[0])
+
+
+class Options(unittest.TestCase):
+    """--version, --timeout-ms and what --help says."""
+
+    def test_version_is_the_rockspecs(self):
+        [spec] = glob.glob(os.path.join(ROOT, "resv-*-*.rockspec"))
+        with open(spec) as f:
+            version = re.search(r'^version = "(.*)-\d+"$', f.read(), re.M).group(1)
+        for args in (["--version"], ["get", "--version"], ["--path", "/nonexistent", "--version"]):
+            self.assertEqual(run(*args), (0, "resv %s\n" % version, ""), args)
+
+    def test_timeout_ms_is_each_calls_deadline(self):
+        # Nothing listens on port 1: the call waits for a server until its
+        # deadline, 300 ms here (the default is 5000 ms).
+        start = time.monotonic()
+        code, out, err = run("--uri", "mongodb://127.0.0.1:1", "--timeout-ms", "300",
+                             "get", "a/b", "/n/k")
+        elapsed = time.monotonic() - start
+        self.assertEqual(code, 1, err)
+        self.assertRegex(err, r"resv: (unavailable|timeout): ")
+        self.assertLess(elapsed, 3.0)
+
+    def test_help_shows_required_options_as_required(self):
+        code, out, err = run("copy", "--help")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines()[0],
+                         "usage: resv [--json] [--timeout-ms MS] copy --from URI|DIR --to URI|DIR "
+                         "[--from-database DB] [--to-database DB]")
+        self.assertRegex(out, r"\n  --from URI\|DIR +\(required\) the store to read")
+        self.assertRegex(out, r"\n  --to URI\|DIR +\(required\) the store to write")
+        self.assertNotIn("--uri", out)
+        code, out, err = run("get", "--help")
+        self.assertEqual(out.splitlines()[0],
+                         "usage: resv (--uri URI [--database DB] | --path DIR) [--json] "
+                         "[--timeout-ms MS] get TYPE KEY")
+        self.assertIn("store options (one of --uri and --path is required):", out)
+
+    def test_help_has_the_exit_codes_table(self):
+        for args in (["--help"], ["get", "--help"], ["copy", "--help"], ["check", "--help"]):
+            code, out, err = run(*args)
+            self.assertEqual(code, 0, err)
+            table = out.split("\nexit codes:\n")[1]
+            codes = [line.split()[0] for line in table.splitlines() if re.match(r"^  \d  ", line)]
+            self.assertEqual(codes, ["0", "1", "2", "3"], args)
 
 
 if __name__ == "__main__":
