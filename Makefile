@@ -300,9 +300,11 @@ test-hosts: $(O)/libresv.so
 	  $(LUAJIT) examples/hosts/cqueues.lua && \
 	  nvim --headless -u NONE -c "luafile examples/hosts/nvim.lua"' </dev/null
 
-# The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI.
+# The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI;
+# then a few of its tests and the demo from a clone in a 0700 directory.
 test-nginx: $(O)/libresv.so
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_gateway.py
+	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_private_clone.py
 
 # The resv command (bin/resv) on a file store and on the emulator or
 # MONGODB_URI: every subcommand, --help, bad arguments (exit 2).

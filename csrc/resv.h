@@ -117,6 +117,16 @@ typedef enum resv_sync {
   RESV_SYNC_DISK = 1     /* an answer waits until its commit is on disk */
 } resv_sync_t;
 
+/* resv_options_t.log_level: which of the MongoDB driver's log lines a
+ * store shows on stderr. 0 is RESV_LOG_WARNING; RESV_LOG in the
+ * environment ("error", "warning", "info", "debug") may ask for more. */
+typedef enum resv_log_level {
+  RESV_LOG_ERROR = 1,   /* errors only */
+  RESV_LOG_WARNING = 2, /* warnings and errors, each kind once a minute */
+  RESV_LOG_INFO = 3,    /* and the driver's informational lines, all */
+  RESV_LOG_DEBUG = 4    /* every line, the monitor's heartbeats too */
+} resv_log_level_t;
+
 /* Options of resv_store_open. A zero field takes its default. */
 typedef struct resv_options {
   const char *uri;      /* NUL-terminated MongoDB URI; NULL or "": in memory */
@@ -162,6 +172,8 @@ typedef struct resv_options {
    * create, no format record written, no sharding). Types that exist work
    * as usual, writes included. The memory store ignores it. */
   int32_t no_create;
+  /* MongoDB: resv_log_level_t; default RESV_LOG_WARNING. */
+  int32_t log_level;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */

@@ -241,15 +241,25 @@ local OPTIONS = {
   max_holds = true,
   path = true, map_size = true, sync = true, per_process = true,
   sweep_grace_ms = true, check = true, slow_ms = true, no_create = true,
+  log_level = true,
 }
 
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
+local LOG_LEVEL = { error = C.RESV_LOG_ERROR, warning = C.RESV_LOG_WARNING,
+                    info = C.RESV_LOG_INFO, debug = C.RESV_LOG_DEBUG }
 
 -- The number of nginx workers when running inside OpenResty, else nil.
 local function ngx_workers()
   local ngx = rawget(_G, "ngx")
   local worker = ngx and ngx.worker
   return worker and worker.count and worker.count() or nil
+end
+
+-- True in nginx's init_by_lua* (the master, before it forks its workers).
+local function in_ngx_init()
+  local ngx = rawget(_G, "ngx")
+  local get_phase = ngx and ngx.get_phase
+  return get_phase ~= nil and get_phase() == "init"
 end
 
 local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
@@ -332,6 +342,14 @@ local function fill_options(o, opts, keep)
     end
     o.sync = mode
   end
+  if values.log_level ~= nil then
+    local level = LOG_LEVEL[values.log_level]
+    if level == nil then
+      return invalid("log_level", 'expected "error", "warning", "info" or "debug", got '
+                     .. tostring(values.log_level))
+    end
+    o.log_level = level
+  end
   local per_process = values.per_process
   if per_process ~= nil then
     if type(per_process) ~= "boolean" then
@@ -398,6 +416,13 @@ function _M.open(opts)
   local keep = {}
   local err = fill_options(o, opts, keep)
   if err then return nil, err end
+  -- A store's threads and connections stay in the process that opened it:
+  -- the workers nginx forks after init_by_lua* would each get a dead copy.
+  if in_ngx_init() then
+    return nil, "invalid: a store cannot be opened in init_by_lua*: nginx forks "
+      .. "its workers after it, and a store does not cross fork(); open it in "
+      .. "init_worker_by_lua* (each worker opens its own)"
+  end
   local h = resv_store_open(o, err_buf)
   -- o points into the strings of keep: they must be alive until here. This
   -- function is never compiled (below), and in the interpreter a local's

@@ -49,6 +49,14 @@ function _M.remove_dir(path)
   os.remove(path)
 end
 
+-- Deletes the directories of the file stores in list (from _M.backends):
+-- a spec that asks for them removes them in a file-level teardown.
+function _M.remove_backends(list)
+  for _, backend in ipairs(list) do
+    if backend.dir then _M.remove_dir(backend.dir) end
+  end
+end
+
 -- The stores every rule runs on: memory always, MongoDB when
 -- RESV_TEST_URI names one (scripts/with-mongo sets it), and with
 -- { file = true } the file store, sync "process" and "disk" (each its

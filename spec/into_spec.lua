@@ -62,7 +62,11 @@ local function copy(v)
   return c
 end
 
-for _, backend in ipairs(helpers.backends { file = true }) do
+local BACKENDS = helpers.backends { file = true }
+-- The file stores' directories go after the file's last test.
+teardown(function() helpers.remove_backends(BACKENDS) end)
+
+for _, backend in ipairs(BACKENDS) do
   for _, mode in ipairs(helpers.modes) do
     describe("{ into = t } on the " .. backend.name .. " store (" .. mode .. ")", function()
       local store, fresh, reused

@@ -7,7 +7,11 @@ local helpers = require "spec.helpers"
 
 local KEY = { namespace = "email", key = "ann@example.com" }
 
-for _, backend in ipairs(helpers.backends { file = true }) do
+local BACKENDS = helpers.backends { file = true }
+-- The file stores' directories go after the file's last test.
+teardown(function() helpers.remove_backends(BACKENDS) end)
+
+for _, backend in ipairs(BACKENDS) do
   describe("stats of the " .. backend.name .. " store", function()
     local store, t
 

@@ -13,7 +13,11 @@ local function key(name)
   return { namespace = "email", key = name }
 end
 
-for _, backend in ipairs(helpers.backends { file = true }) do
+local BACKENDS = helpers.backends { file = true }
+-- The file stores' directories go after the file's last test.
+teardown(function() helpers.remove_backends(BACKENDS) end)
+
+for _, backend in ipairs(BACKENDS) do
   describe("sweep on the " .. backend.name .. " store", function()
     local store, t
 

@@ -91,6 +91,11 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
     return NULL;
   }
+  if (o.log_level < 0 || o.log_level > RESV_LOG_DEBUG) {
+    resv__fail(err, RESV_EINVALID, "log_level: must be from 1 to %d, got %d",
+               RESV_LOG_DEBUG, (int)o.log_level);
+    return NULL;
+  }
   if (o.sweep_grace_ms < 0 || o.sweep_grace_ms > RESV__MAX_GRACE_MS) {
     resv__fail(err, RESV_EINVALID, "sweep_grace_ms: must be from 0 to 2^53, got %lld",
                (long long)o.sweep_grace_ms);

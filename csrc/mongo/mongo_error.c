@@ -11,9 +11,12 @@
  *     11602, 11600, 91, 13435, 13436, or any error labelled
  *     RetryableWriteError), which is RESV_EUNAVAILABLE (RESV_ETIMEOUT once
  *     the deadline passed), each keeping the server's code;
- *   - failing to select a server or losing the connection is
- *     RESV_EUNAVAILABLE, or RESV_ETIMEOUT when the call's deadline has
- *     passed (a socket timeout is how a late server shows itself);
+ *   - failing to select a server is RESV_EUNAVAILABLE, also when the
+ *     selection waited out the call's deadline (no server could be
+ *     reached: retrying later may help, waiting longer on this call not);
+ *   - losing the connection is RESV_EUNAVAILABLE, or RESV_ETIMEOUT when
+ *     the call's deadline has passed (a socket timeout is how a late
+ *     server shows itself);
  *   - anything else the driver refuses is RESV_ESERVER with code 0.
  * Messages may quote a connection string (host lists, auth failures): the
  * URI's password is replaced by "***" before a message leaves the
@@ -125,6 +128,7 @@ bool resv__mongo_fail_reply(const resv__mongo_t *m, resv_error_t *err,
                              "%s: %s (code %u)", what, text,
                              (unsigned)error->code);
   case MONGOC_ERROR_SERVER_SELECTION:
+    return resv__fail(err, RESV_EUNAVAILABLE, "%s: %s", what, text);
   case MONGOC_ERROR_STREAM:
     if (late)
       return resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed: %s", what,

@@ -13,6 +13,8 @@
 
 #include <mongoc/mongoc.h>
 
+typedef struct resv__mongo_log resv__mongo_log_t; /* mongo_log.c */
+
 /* The backend: one per MongoDB store. Immutable after open, so the
  * dispatcher's threads read it without a lock (the pool is thread-safe). */
 typedef struct resv__mongo {
@@ -40,7 +42,39 @@ typedef struct resv__mongo {
    * client back to the pool when the thread ends. */
   pthread_key_t worker_key;
   bool has_worker_key;
+  resv__mongo_log_t *log; /* the store in the log handler's registry */
+  int32_t selection_ms;   /* the URI's serverSelectionTimeoutMS */
+  atomic_bool pool_reached; /* a call answered through the pool's clients */
 } resv__mongo_t;
+
+/* Removes the name of mongoc's shared-memory counters of this process
+ * (mongo_counters.c); its mapping stays. */
+void resv__mongo_counters_forget(void);
+
+/* ---- The driver's log (mongo_log.c) ----------------------------------- */
+
+/* Puts m (its hosts and database set) into the log handler's registry,
+ * showing lines up to level (resv_log_level_t; 0: warning), installing
+ * the handler on the first call. */
+resv__mongo_log_t *resv__mongo_log_add(const resv__mongo_t *m, int32_t level);
+
+/* Takes the store out of the registry and frees its entry (NULL: none). */
+void resv__mongo_log_remove(resv__mongo_log_t *e);
+
+/* The first warning or error the driver logs on this thread between
+ * resv__mongo_log_capture and resv__mongo_log_release is kept in text
+ * ("" when none), not shown. */
+typedef struct resv__mongo_log_capture {
+  char text[512];
+} resv__mongo_log_capture_t;
+void resv__mongo_log_capture(resv__mongo_log_capture_t *c);
+void resv__mongo_log_release(void);
+
+/* Logs text as a warning of domain, naming e's store. */
+void resv__mongo_log_say(resv__mongo_log_t *e, const char *domain, const char *text);
+
+/* The resv_log_level_t called name ("error" ... "debug"); 0 when none. */
+int32_t resv__mongo_log_level_named(const char *name);
 
 /* ---- Errors (mongo_error.c) ------------------------------------------ */
 

@@ -224,6 +224,47 @@ static worker_t *this_worker(resv__mongo_t *m) {
   return w;
 }
 
+/* Whether one of the servers the driver knows takes writes now. */
+static bool writable_known(mongoc_client_t *client) {
+  size_t n = 0;
+  bool writable = false;
+  mongoc_server_description_t **sds =
+      mongoc_client_get_server_descriptions(client, &n);
+
+  for (size_t i = 0; i < n && !writable; i++) {
+    const char *type = mongoc_server_description_type(sds[i]);
+    writable = strcmp(type, "Standalone") == 0 || strcmp(type, "RSPrimary") == 0 ||
+               strcmp(type, "Mongos") == 0 || strcmp(type, "LoadBalancer") == 0;
+  }
+  mongoc_server_descriptions_destroy_all(sds, n);
+  return writable;
+}
+
+/* A call whose waiter gives up (its deadline and the grace after it)
+ * before a server selection may end (a shorter timeout_ms of its own, or a
+ * long wait in the queue) does not start one that would outlive it: once
+ * a call answered through the pool (check's client is not the pool's: the
+ * pool knows nothing before its first call), and while the pool knows no
+ * server that takes writes (the connection to it failed, or its monitor
+ * found it gone), it fails with RESV_EUNAVAILABLE at once, leaving the
+ * waiting to calls that have the time. A call with the whole timeout waits for a server as long
+ * as its selection may (serverSelectionTimeoutMS: mongoc's pooled clients
+ * take it from the URI, never per call). */
+static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
+                                      int64_t deadline, resv_error_t *err) {
+  int64_t left = deadline - resv__monotonic_ms();
+
+  if (!atomic_load_explicit(&m->pool_reached, memory_order_relaxed) ||
+      left + RESV__DEADLINE_GRACE_MS >= m->selection_ms ||
+      writable_known(client))
+    return false;
+  resv__fail(err, RESV_EUNAVAILABLE,
+             "no server of %s takes writes now, and the call's %lld ms left are "
+             "less than a server selection may take (%d ms)",
+             m->hosts, (long long)(left > 0 ? left : 0), (int)m->selection_ms);
+  return true;
+}
+
 static bool mongo_execute(void *backend, resv_type_t *type,
                           const resv_request_t *req, int64_t now,
                           int64_t deadline, resv_answer_t *answer,
@@ -237,6 +278,8 @@ static bool mongo_execute(void *backend, resv_type_t *type,
   if (!atomic_load(&m->topology_known) &&
       !learn_topology(m, w->client, deadline, err))
     return false;
+  if (out_of_time_for_selection(m, w->client, deadline, err))
+    return false;
   if (!resv__mongo_schema_ready(m, type, w->client, deadline, err))
     return false;
   if (w->type != type) {
@@ -248,6 +291,8 @@ static bool mongo_execute(void *backend, resv_type_t *type,
   }
   bool gone = false;
   bool ok = resv__mongo_run(m, w->coll, req, now, deadline, answer, &gone, err);
+  if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
+    atomic_store(&m->pool_reached, true);
   if (gone)
     resv__mongo_schema_reset(type);
   return ok;
@@ -329,6 +374,7 @@ static void mongo_destroy(void *backend) {
   resv__mongo_t *m = backend;
   if (!m)
     return;
+  resv__mongo_log_remove(m->log);
   if (m->has_worker_key)
     pthread_key_delete(m->worker_key);
   if (m->pool)
@@ -341,6 +387,40 @@ static void mongo_destroy(void *backend) {
   bson_free(m->secret);
   bson_free(m->secret_raw);
   bson_free(m);
+}
+
+/* What mongoc logs while parsing a URI but does not refuse it for. */
+static bool harmless(const char *said) {
+  return strncmp(said, "Deprecated", 10) == 0 ||
+         strncmp(said, "Overwriting", 11) == 0;
+}
+
+/* m->uri from uri, with m's secrets. A URI mongoc refuses, or takes but
+ * ignores part of (an unknown option, a value it cannot use: it only logs
+ * those), is RESV_EINVALID, with what mongoc said. A harmless line is
+ * left in said for the caller to log once the store is named. */
+static bool parse_uri(resv__mongo_t *m, const char *uri,
+                      resv__mongo_log_capture_t *said, resv_error_t *err) {
+  bson_error_t error;
+  char text[sizeof error.message];
+
+  m->secret_raw = raw_password(uri);
+  resv__mongo_log_capture(said);
+  m->uri = mongoc_uri_new_with_error(uri, &error);
+  resv__mongo_log_release();
+  if (m->uri && mongoc_uri_get_password(m->uri))
+    m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
+  resv__mongo_scrub(m, said->text);
+  if (m->uri && (!said->text[0] || harmless(said->text)))
+    return true;
+  if (m->uri)
+    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", said->text);
+  memcpy(text, error.message, sizeof text);
+  text[sizeof text - 1] = '\0';
+  resv__mongo_scrub(m, text);
+  if (said->text[0] && !strstr(text, said->text))
+    return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s (%s)", said->text, text);
+  return resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", text);
 }
 
 static const resv__backend_ops_t mongo_ops = {
@@ -363,22 +443,16 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
                        resv_error_t *err) {
   int32_t timeout = options->timeout_ms;
   bson_error_t error;
+  resv__mongo_log_capture_t said;
   resv__mongo_t *m;
 
   mongoc_init();
+  resv__mongo_counters_forget();
   m = bson_malloc0(sizeof *m);
-  m->secret_raw = raw_password(options->uri);
-  m->uri = mongoc_uri_new_with_error(options->uri, &error);
-  if (!m->uri) {
-    char text[sizeof error.message];
-    memcpy(text, error.message, sizeof text);
-    resv__mongo_scrub(m, text);
-    resv__fail(err, RESV_EINVALID, "bad MongoDB URI: %s", text);
+  if (!parse_uri(m, options->uri, &said, err)) {
     mongo_destroy(m);
     return NULL;
   }
-  if (mongoc_uri_get_password(m->uri))
-    m->secret = bson_strdup(mongoc_uri_get_password(m->uri));
   if (!database[0]) {
     const char *db = mongoc_uri_get_database(m->uri);
     if (!db || !*db)
@@ -408,6 +482,8 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
                  timeout > INT32_MAX - SOCKET_BACKSTOP_MS
                      ? INT32_MAX
                      : timeout + SOCKET_BACKSTOP_MS);
+  m->selection_ms = mongoc_uri_get_option_as_int32(
+      m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
   follow_the_set(m->uri);
@@ -417,6 +493,9 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
     return NULL;
   }
   describe_hosts(m);
+  m->log = resv__mongo_log_add(m, options->log_level);
+  if (said.text[0])
+    resv__mongo_log_say(m->log, "uri", said.text);
 
   /* Without check, nothing here waits on the network: the pool connects
    * on the first call (mongoc starts its monitoring then). */

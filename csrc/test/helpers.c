@@ -146,3 +146,26 @@ void test_forget_reclaimable(resv_type_t *t, const resv_key_t *k, int64_t limit)
   }
   resv_answer_clear(&a);
 }
+
+static FILE *stderr_file;
+static int stderr_saved = -1;
+
+void test_stderr_begin(void) {
+  fflush(stderr);
+  stderr_file = tmpfile();
+  ck_assert_ptr_nonnull(stderr_file);
+  stderr_saved = dup(2);
+  dup2(fileno(stderr_file), 2);
+}
+
+const char *test_stderr_end(void) {
+  static char text[1 << 16];
+  fflush(stderr);
+  dup2(stderr_saved, 2);
+  close(stderr_saved);
+  rewind(stderr_file);
+  size_t n = fread(text, 1, sizeof text - 1, stderr_file);
+  text[n] = '\0';
+  fclose(stderr_file);
+  return text;
+}

@@ -14,7 +14,7 @@ static const struct {
 } suites[] = {
     SUITE(validate),     SUITE(rules_memory), SUITE(race),       SUITE(pool),
     SUITE(rules_mongo),  SUITE(faults),       SUITE(stress),     SUITE(security),
-    SUITE(mongo_decode), SUITE(mongo_store),  SUITE(mongo_diff),
+    SUITE(mongo_decode), SUITE(mongo_log),   SUITE(mongo_store),  SUITE(mongo_diff),
     SUITE(job),          SUITE(mongo_replset), SUITE(failover), SUITE(deploy),
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),   SUITE(file_records),

@@ -507,6 +507,65 @@ START_TEST(a_store_opened_while_the_server_is_down_works_once_it_is_back) {
 }
 END_TEST
 
+/* A call whose own timeout_ms ends before the store's server selection
+ * would: with the server gone (the driver knows no server that takes
+ * writes), it answers unavailable at once, not timeout after its deadline
+ * while a selection of the store's timeout holds a dispatcher thread. */
+START_TEST(a_short_call_with_the_server_gone_is_unavailable_at_once) {
+  emu_t e;
+  emu_start(&e, 0, false);
+  resv_store_t *s = emu_open(e.uri, (resv_options_t){.threads = 2, .timeout_ms = 3000});
+  resv_type_t *t = test_fresh_type(s, "short");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  int64_t took;
+  ck_assert_msg(op_call(t, RESV_OP_RESERVE, "k", &a, &err, NULL), "%s", err.message);
+  emu_kill(&e);
+  /* The call that finds the connection dead: the server is unknown since. */
+  ck_assert(!op_call(t, RESV_OP_GET, "k", &a, &err, &took));
+  fprintf(stderr, "faults: the first call after the kill: %s after %lld ms\n",
+          resv_code_name(err.code), (long long)took);
+  resv_request_t r = {.op = RESV_OP_GET, .key = K("k"), .timeout_ms = 300};
+  for (int i = 0; i < 3; i++) {
+    int64_t start = resv__monotonic_ms();
+    ck_assert(!resv_call(t, &r, &a, &err));
+    took = resv__monotonic_ms() - start;
+    ck_assert_msg(err.code == RESV_EUNAVAILABLE, "%s: %s", resv_code_name(err.code),
+                  err.message);
+    fprintf(stderr, "faults: a 300 ms call with the server gone: %s after %lld ms\n",
+            resv_code_name(err.code), (long long)took);
+  }
+  emu_start(&e, e.port, false);
+  /* A fresh emulator: the key is absent there. */
+  int64_t recovery = until_answered(t, RESV_OP_GET, "k", 10000, &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  fprintf(stderr, "faults: found again %lld ms after the restart\n", (long long)recovery);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  emu_stop(&e);
+}
+END_TEST
+
+/* The short-call rule waits for the pool to have reached a server: a
+ * store opened with check (which reaches it on a client of its own) takes
+ * a short first call as any other. */
+START_TEST(a_short_first_call_after_check_at_open_works) {
+  emu_t e;
+  emu_start(&e, 0, false);
+  resv_store_t *s = emu_open(e.uri, (resv_options_t){.threads = 2, .timeout_ms = 3000,
+                                                     .check = 1});
+  resv_type_t *t = test_fresh_type(s, "short");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  resv_request_t r = {.op = RESV_OP_GET, .key = K("k"), .timeout_ms = 300};
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s: %s", resv_code_name(err.code), err.message);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  emu_stop(&e);
+}
+END_TEST
+
 /* check = true authenticates at open: a wrong password fails there,
  * clearly and without the password; the right one opens. */
 START_TEST(check_at_open_authenticates) {
@@ -839,6 +898,8 @@ Suite *faults_suite(void) {
   tc = tcase_create("restart");
   tcase_add_test(tc, a_server_down_at_open_is_unavailable_at_once);
   tcase_add_test(tc, a_store_opened_while_the_server_is_down_works_once_it_is_back);
+  tcase_add_test(tc, a_short_call_with_the_server_gone_is_unavailable_at_once);
+  tcase_add_test(tc, a_short_first_call_after_check_at_open_works);
   tcase_add_test(tc, check_at_open_authenticates);
   tcase_add_test(tc, a_server_killed_and_restarted_is_found_again);
   tcase_add_test(tc, a_server_stopped_and_restarted_is_found_again);

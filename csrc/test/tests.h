@@ -16,7 +16,7 @@ Suite *pool_suite(void);
 Suite *faults_suite(void);
 Suite *stress_suite(void);
 Suite *security_suite(void);
-Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
+Suite *mongo_decode_suite(void), *mongo_log_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
 Suite *mongo_replset_suite(void), *failover_suite(void), *deploy_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
@@ -50,6 +50,11 @@ resv_store_t *test_open(const char *uri);
  * (size bytes); test_remove_dir deletes it and what it holds. */
 void test_temp_dir(char *out, size_t size);
 void test_remove_dir(const char *path);
+
+/* What this process writes to stderr between test_stderr_begin and
+ * test_stderr_end (a static buffer, NUL-terminated, the first 64 KiB). */
+void test_stderr_begin(void);
+const char *test_stderr_end(void);
 
 /* A file store on path with sync (resv_sync_t). Fails the test on error. */
 resv_store_t *test_open_file(const char *path, int32_t sync);

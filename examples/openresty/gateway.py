@@ -10,15 +10,26 @@ foreground (`daemon off`), as a child of this process: stopped by stop(), on
 leaving the `with` block, and, should this process die first, by the kernel
 (PR_SET_PDEATHSIG), so nothing outlives the caller. The system's nginx is
 never touched.
+
+nginx's workers run as the user that runs this (the `user` directive names
+it when that is root; nginx started by another user never switches), so a
+checkout only its owner can enter (a 0700 home directory) serves as well
+as any. Gateway(user='nobody') runs them as another user; start() then
+refuses, naming the directory, when that user cannot read what the
+workers load (the Lua modules, libresv.so) or reach the file store (which
+is then made theirs).
 """
 
 import ctypes
+import grp
 import http.client
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
+import stat
 import string
 import subprocess
 import tempfile
@@ -36,6 +47,47 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _may(uid, gids, st, bits):
+    """True when uid (in groups gids) has the r/w/x bits (4/2/1) on st."""
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return (st.st_mode >> 6) & bits == bits
+    if st.st_gid in gids:
+        return (st.st_mode >> 3) & bits == bits
+    return st.st_mode & bits == bits
+
+
+def cannot_reach(path, user, write=False):
+    """Why user cannot read path (or write it, a directory), or None: the
+    first directory on the way it may not enter, with its mode and owner."""
+    entry = pwd.getpwnam(user)
+    gids = {entry.pw_gid} | {g.gr_gid for g in grp.getgrall() if user in g.gr_mem}
+    path = os.path.abspath(path)
+    parts = path.split(os.sep)
+    for i in range(1, len(parts) + 1):
+        here = os.sep.join(parts[:i]) or os.sep
+        try:
+            st = os.stat(here)
+        except OSError as e:
+            return '%s: %s' % (here, e.strerror)
+        last = i == len(parts)
+        bits = (4 | (2 if write else 0) | (1 if stat.S_ISDIR(st.st_mode) else 0)) if last else 1
+        if not _may(entry.pw_uid, gids, st, bits):
+            what = 'write' if last and write else 'read' if last else 'enter'
+            return '%s cannot %s %s (%s, owner %s:%s)' % (
+                user, what, here, stat.filemode(st.st_mode),
+                _name(pwd.getpwuid, st.st_uid), _name(grp.getgrgid, st.st_gid))
+    return None
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
 def _die_with_parent():
     # Runs in the child between fork and exec: SIGTERM when we die.
     libc = ctypes.CDLL('libc.so.6', use_errno=True)
@@ -45,7 +97,7 @@ def _die_with_parent():
 class Gateway:
     def __init__(self, uri=None, workers=1, store_threads=8, timeout_ms=5000,
                  wait='', wait_threads=32, build=None, extra_locations='', extra_http='',
-                 extra_lua_path='', log_level='warn', path=None):
+                 extra_lua_path='', log_level='warn', path=None, user=None):
         self.uri = uri or ''
         self.path = path or ''
         self.workers = workers
@@ -58,6 +110,9 @@ class Gateway:
         self.extra_http = extra_http
         self.extra_lua_path = extra_lua_path
         self.log_level = log_level
+        # The user nginx's workers run as: the one running this, unless
+        # told (only root can run them as another).
+        self.user = user or pwd.getpwuid(os.geteuid()).pw_name
         self.prefix = None
         self.proc = None
         self.port = None
@@ -74,7 +129,13 @@ class Gateway:
             '/usr/share/lua/5.1/?.lua',
             '/usr/share/lua/5.1/?/init.lua',
         ] if p) + ';;'
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam(self.user)
+            user = 'user %s %s;' % (self.user, _name(grp.getgrgid, entry.pw_gid))
+        else:
+            user = '# not root: the workers run as the user that starts nginx'
         values = {
+            'user': user,
             'prefix': self.prefix,
             'workers': self.workers,
             'log_level': self.log_level,
@@ -100,15 +161,18 @@ class Gateway:
     def start(self, ready_timeout=10.0):
         if not os.path.exists(os.path.join(REPO, self.build, 'libresv.so')):
             raise RuntimeError('%s/libresv.so is missing: run make first' % self.build)
+        self.check_readable()
         self.prefix = tempfile.mkdtemp(prefix='resv-gateway-')
-        # Workers may run as another user (nobody) when we are root.
+        # Workers of another user (Gateway(user=...)) need to enter it.
         os.chmod(self.prefix, 0o755)
         for sub in ('conf', 'logs', 'tmp'):
             os.makedirs(os.path.join(self.prefix, sub))
         if self.path:
-            # The workers (nobody, when we are root) make and lock its files.
+            # The workers make and lock its files: it is theirs.
             os.makedirs(self.path, exist_ok=True)
-            os.chmod(self.path, 0o777)
+            entry = pwd.getpwnam(self.user)
+            if os.geteuid() == 0 and entry.pw_uid != 0:
+                os.chown(self.path, entry.pw_uid, entry.pw_gid)
         self.port, self.upstream_port = free_port(), free_port()
         conf = os.path.join(self.prefix, 'conf', 'nginx.conf')
         with open(conf, 'w') as f:
@@ -135,6 +199,25 @@ class Gateway:
                 self.stop()
                 raise RuntimeError('nginx did not answer /health:\n' + log)
             time.sleep(0.05)
+
+    def check_readable(self):
+        """Raises, naming the cause, when the workers' user cannot read the
+        files they load or reach the file store's directory."""
+        if self.user == pwd.getpwuid(os.geteuid()).pw_name:
+            return  # what this process could open, so can they
+        needs = [(os.path.join(REPO, 'lua', 'resv.lua'), False),
+                 (os.path.join(HERE, 'lua', 'gateway.lua'), False),
+                 (os.path.join(REPO, self.build, 'libresv.so'), False)]
+        if self.path:
+            parent = os.path.dirname(os.path.abspath(self.path))
+            needs.append((self.path if os.path.exists(self.path) else parent, False))
+        for path, write in needs:
+            why = cannot_reach(path, self.user, write)
+            if why:
+                raise RuntimeError(
+                    "nginx's workers run as %s and cannot load %s: %s; run them "
+                    "as a user that can (Gateway(user=...)), or put the checkout "
+                    "where %s can read it" % (self.user, path, why, self.user))
 
     def stop(self):
         if self.proc is not None:

@@ -33,6 +33,25 @@ local function load_from(path)
   error("resv: cannot load " .. path .. ": " .. tostring(lib), 4)
 end
 
+-- The first candidate for libresv on package.cpath that exists but that
+-- this process may not read (a folder its user cannot enter: nginx's
+-- workers under another user than the checkout's owner), as
+-- "path: Permission denied (uid N)"; nil when there is none.
+local function unreadable_candidate()
+  for template in package.cpath:gmatch("[^;]+") do
+    local path = template:gsub("%?", "libresv")
+    local file, err = io.open(path, "rb")
+    if file then
+      file:close()
+    elseif err and err:find("Permission denied", 1, true) then
+      pcall(ffi.cdef, "unsigned int getuid(void);")
+      local ok, uid = pcall(function() return ffi.C.getuid() end)
+      return err .. (ok and " (uid " .. tostring(uid) .. ")" or "")
+    end
+  end
+  return nil
+end
+
 local function load_library()
   local path = package.searchpath("libresv", package.cpath)
   if path == nil then
@@ -54,6 +73,11 @@ local function load_library()
   local ok0, lib0 = pcall(ffi.load, "libresv.so.0")
   if ok0 then
     return lib0
+  end
+  local denied = unreadable_candidate()
+  if denied then
+    error("resv: cannot read libresv: " .. denied .. "; give this process's user "
+          .. "access to it, or install resv where every user can read it", 3)
   end
   error("resv: libresv not found on package.cpath (" .. package.cpath
         .. "), in resv.libpath, nor by the system loader: " .. tostring(lib)

@@ -2,7 +2,7 @@
 module), against MongoDB: RESV_TEST_URI, which scripts/with-mongo sets to
 MONGODB_URI or a fresh emulator. Run through `make test-nginx`, or:
 
-    scripts/with-mongo /usr/bin/python3 examples/openresty/test/test_gateway.py
+    scripts/with-mongo /usr/bin/python3 examples/openresty/test/test_gateway.py [Class[.test] ...]
 
 Each test starts its own nginx on free loopback ports (gateway.py) and
 uses e-mail addresses no other test or run uses.
@@ -569,12 +569,49 @@ class StoreDown(unittest.TestCase):
                 self.assertEqual((200, 'reserved'), (status, str(body).strip()))
 
 
+class OpenedInInit(unittest.TestCase):
+    """A store opened in init_by_lua* (the master, before the fork) is
+    refused there, naming init_worker_by_lua*: nginx does not start."""
+
+    def assertRefusedInInit(self, options):
+        init = 'init_by_lua_block { assert(require("resv").open { %s }) }' % options
+        gw = Gateway(extra_http=init)
+        try:
+            gw.start()
+        except RuntimeError as e:
+            message = str(e)
+        else:
+            gw.stop()
+            self.fail('nginx started with a store opened in init_by_lua')
+        self.assertIn('init_by_lua', message)
+        self.assertIn('open it in init_worker_by_lua*', message)
+
+    def test_the_memory_store(self):
+        self.assertRefusedInInit('')
+
+    def test_the_file_store(self):
+        path = tempfile.mkdtemp(prefix='resv-gateway-init-')
+        try:
+            self.assertRefusedInInit('path = "%s"' % path)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    @needs_mongo
+    def test_a_mongodb_store(self):
+        self.assertRefusedInInit('uri = "%s"' % URI)
+
+
 class Counting(unittest.TextTestResult):
     pass
 
 
 def main():
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    """Every test, or those named as arguments (Class or Class.test_name)."""
+    module = sys.modules[__name__]
+    if sys.argv[1:]:
+        suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:], module)
+    else:
+        suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     result = unittest.TextTestRunner(verbosity=2, resultclass=Counting).run(suite)
     failed = len(result.failures) + len(result.errors)
     passed = result.testsRun - failed - len(result.skipped)
