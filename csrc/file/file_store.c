@@ -1,7 +1,8 @@
 /* file_store.c: the file store, one LMDB environment shared by every
  * process that opens the same directory (SPEC section 6).
  *
- * A directory holds LMDB's data.mdb and lock.mdb and nothing else. Its
+ * A directory holds LMDB's data.mdb and lock.mdb, the state file
+ * resv.state (file_state.c) and nothing else. Its
  * main database lists one named database per aggregate type, named as the
  * type's MongoDB collection (file_ops.c says what is inside), and one
  * named "resv" whose "format" record marks the directory as a resv store
@@ -10,20 +11,22 @@
  * anything is written.
  *
  * How a call runs, and why:
- * - sync = "process" (the default) commits without fsync (MDB_NOSYNC, and
- *   never MDB_WRITEMAP): a commit is in the OS's page cache when the call
- *   answers, so the crash of any process loses nothing answered, and
- *   LMDB's copy-on-write keeps the file consistent even when the OS itself
- *   crashes (which may then undo the last commits). A write transaction
- *   is a few microseconds, less than a hop to a dispatcher thread and
- *   back, so these calls run inline on the caller's thread, as the memory
- *   store's do.
- * - sync = "disk" commits with fsync, which costs a disk flush (hundreds
- *   of microseconds to milliseconds). These calls run on the dispatcher,
+ * - sync = "disk" (the default) commits with fsync, which costs a disk
+ *   flush (hundreds of microseconds to milliseconds), so an answered
+ *   write survives a crash of the OS. These calls run on the dispatcher,
  *   and concurrent writes of the process share a commit (group commit):
  *   the first writer to find no commit in progress takes every queued
  *   write into one transaction, commits it with one fsync and answers
  *   them all; writes queued meanwhile go into the next one.
+ * - sync = "process" commits without fsync (MDB_NOSYNC, and never
+ *   MDB_WRITEMAP): a commit is in the OS's page cache when the call
+ *   answers, so the crash of any process loses nothing answered. The OS
+ *   writes the pages back in any order, so a crash of the OS may damage
+ *   the file: file_state.c records checkpoints in resv.state, and a store
+ *   that may be damaged is refused at open. A write transaction is a few
+ *   microseconds, less than a hop to a dispatcher thread and back, so
+ *   these calls run inline on the caller's thread, as the memory store's
+ *   do.
  * - Reads (get) use a read-only transaction: they never wait for a writer,
  *   and keep working when the map is full.
  *
@@ -40,6 +43,7 @@
  * never uses its parent's (store.c answers closed, and a store the child
  * opens gets its own environment). */
 #include "file_internal.h"
+#include "file_state.h"
 
 #include <bson/bson.h>
 #include <dirent.h>
@@ -85,6 +89,7 @@ typedef struct env {
   int refs; /* guarded by registry_mutex */
   MDB_env *mdb;
   bool disk;
+  resv__file_state_t *state; /* resv.state and the checkpoints */
   int64_t map_size;
   size_t limit_pages; /* map_size in pages: where writes that add stop */
   char path[PATH_MAX];
@@ -194,6 +199,18 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
 
 static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
 
+/* A write transaction: begin_txn, then (sync = "process") the state file
+ * says dirty before anything is written (file_state.c). */
+static int begin_write(env_t *e, MDB_txn **txn) {
+  int rc = begin_txn(e, 0, txn);
+  if (rc == 0 && (rc = resv__file_state_dirty(e->state)) != 0) {
+    mdb_txn_abort(*txn);
+    end_txn(e);
+  }
+  if (rc == 0) resv__file_state_wrote(e->state);
+  return rc;
+}
+
 /* A read-only transaction, renewed from the idle ones when there is one
  * (else begun); end_read resets it and keeps it, up to IDLE_READERS. A
  * renewal that fails (the map grew in another process, say) falls back to
@@ -240,7 +257,7 @@ static void check_readers(env_t *e, bool now_anyway) {
 /* ---- the directory and the environment --------------------------------- */
 
 /* Makes the directory when it is missing and refuses one holding anything
- * but LMDB's two files. */
+ * but LMDB's two files and the state file (file_state.c). */
 static bool check_directory(const char *path, struct stat *st, resv_error_t *err) {
   if (mkdir(path, 0770) != 0 && errno != EEXIST)
     return resv__fail(err, RESV_EINVALID, "path: cannot make the directory %s: %s",
@@ -256,10 +273,11 @@ static bool check_directory(const char *path, struct stat *st, resv_error_t *err
   struct dirent *de;
   while (ok && (de = readdir(dir))) {
     const char *n = de->d_name;
-    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb"))
+    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb") &&
+        strcmp(n, "resv.state") && strcmp(n, "resv.state.tmp"))
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s is not a resv store: it holds %s (a resv store "
-                      "holds only LMDB's data.mdb and lock.mdb)", path, n);
+                      "holds only LMDB's data.mdb and lock.mdb, and resv.state)", path, n);
   }
   closedir(dir);
   return ok;
@@ -283,7 +301,8 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       bson_t b = BSON_INITIALIZER;
       BSON_APPEND_INT32(&b, "format", 1);
       MDB_val val = {b.len, (void *)bson_get_data(&b)};
-      if ((rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
+      if ((rc = resv__file_state_dirty(e->state)) == 0 &&
+          (rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
           (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
         rc = mdb_txn_commit(txn);
       else
@@ -335,6 +354,7 @@ static int64_t slack_of(int64_t map_size) {
 
 static void env_free(env_t *e) {
   for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
+  resv__file_state_close(e->state); /* checkpoints: before LMDB closes */
   if (e->mdb) mdb_env_close(e->mdb);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
@@ -344,7 +364,7 @@ static void env_free(env_t *e) {
 }
 
 static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
-                      bool disk, resv_error_t *err) {
+                      bool disk, bool reset, resv_error_t *err) {
   env_t *e = calloc(1, sizeof *e);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
@@ -362,6 +382,12 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   pthread_mutex_init(&e->idle_mutex, NULL);
   pthread_mutex_init(&e->gc_mutex, NULL);
   atomic_init(&e->reader_check_at, 0);
+  /* The state file first: nothing may read data.mdb that resv.state says
+   * an OS crash may have damaged. */
+  if (!(e->state = resv__file_state_open(path, disk, reset, err))) {
+    env_free(e);
+    return NULL;
+  }
   int rc = mdb_env_create(&e->mdb);
   if (rc) {
     e->mdb = NULL;
@@ -383,7 +409,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   mdb_env_stat(e->mdb, &est);
   e->limit_pages = (size_t)map_size / est.ms_psize;
   check_readers(e, true);
-  if (!check_marker(e, err)) {
+  if (!check_marker(e, err) || !resv__file_state_start(e->state, e->mdb, &e->resize, err)) {
     env_free(e);
     return NULL;
   }
@@ -429,7 +455,7 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
   if (!atomic_load_explicit(&ft->ready, memory_order_acquire)) {
     MDB_txn *txn;
     MDB_dbi dbi = 0;
-    int rc = begin_txn(e, 0, &txn);
+    int rc = begin_write(e, &txn);
     if (rc == 0) {
       rc = mdb_dbi_open(txn, type->collection, MDB_CREATE, &dbi);
       if (rc == 0) rc = resv__file_format(txn, dbi, type->collection, err, &ok);
@@ -508,7 +534,7 @@ static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
     unsigned char at[RESV__FILE_KEY_MAX + 1];
     size_t at_len = ft->sweep_len;
     memcpy(at, ft->sweep_at, at_len);
-    if (begin_txn(e, 0, &txn)) return;
+    if (begin_write(e, &txn)) return;
     rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), chunk, &deleted);
     if (rc == 0)
       rc = mdb_txn_commit(txn);
@@ -573,7 +599,7 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
     bool ok = false;
     size_t deleted = 0;
     check_readers(e, false);
-    int rc = begin_txn(e, 0, &txn);
+    int rc = begin_write(e, &txn);
     if (rc) return lmdb_fail(e, err, rc, op_name(r->op));
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
@@ -597,7 +623,7 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
 static void run_batch(env_t *e, gc_op_t *batch) {
   MDB_txn *txn;
   check_readers(e, false);
-  int rc = begin_txn(e, 0, &txn);
+  int rc = begin_write(e, &txn);
   if (rc == 0 && over_limit(e)) { /* each on its own, as write_one decides */
     mdb_txn_abort(txn);
     end_txn(e);
@@ -678,7 +704,7 @@ static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *
     memcpy(before, at, at_len);
     MDB_txn *txn;
     check_readers(e, false);
-    int rc = begin_txn(e, 0, &txn);
+    int rc = begin_write(e, &txn);
     if (rc) return lmdb_fail(e, err, rc, "sweep");
     rc = resv__file_walk(txn, ft->dbi, at, &at_len, limit, chunk, &n);
     if (rc == 0)
@@ -754,7 +780,7 @@ static bool file_put(void *backend, resv_type_t *type, const resv_scan_entry_t *
   resv__file_type_t *ft = type->backend_state;
   MDB_txn *txn;
   bool ok = true;
-  int rc = begin_txn(env, 0, &txn);
+  int rc = begin_write(env, &txn);
   if (rc == 0) {
     rc = resv__file_put(txn, ft, e, outcome, err, &ok);
     if (rc == 0 && ok && *outcome == RESV_PUT_ADDED)
@@ -868,6 +894,10 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
     resv__fail(err, RESV_EINVALID, "sync: must be process or disk");
     return NULL;
   }
+  if (o->on_os_crash != RESV_OS_CRASH_REFUSE && o->on_os_crash != RESV_OS_CRASH_RESET) {
+    resv__fail(err, RESV_EINVALID, "on_os_crash: must be refuse or reset");
+    return NULL;
+  }
   if (o->sweep_grace_ms < 0 || o->sweep_grace_ms > MAX_GRACE_MS) {
     resv__fail(err, RESV_EINVALID, "sweep_grace_ms: must be from 0 to 2^53, got %lld",
                (long long)o->sweep_grace_ms);
@@ -900,7 +930,8 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
     e = NULL;
   } else if (e) {
     e->refs++;
-  } else if ((e = env_new(o->path, &st, map_size, disk, err))) {
+  } else if ((e = env_new(o->path, &st, map_size, disk,
+                            o->on_os_crash == RESV_OS_CRASH_RESET, err))) {
     e->next = registry;
     registry = e;
   }

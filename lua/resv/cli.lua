@@ -887,7 +887,7 @@ function _M.main(argv, out, errout)
   return 1
 end
 
--- For the subcommands defined in other files of this module (none yet)
+-- For the subcommands defined in other files of this module (cli_recover.lua)
 -- and the tests.
 _M.command = command
 _M.usage_error = usage_error
@@ -899,5 +899,6 @@ _M.instant_text = instant_text
 _M.integer_text = integer_text
 _M.emit = emit
 _M.open_type = open_type
+require("resv.cli_recover")(_M)
 
 return _M
