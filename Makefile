@@ -61,7 +61,7 @@ DEB_PACKAGES += spin
 DEB_PACKAGES += luarocks
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-layout test-c test-crash test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -100,7 +100,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan test-model
+	$(MAKE) test-layout test-c test-crash test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -115,6 +115,19 @@ test-c: $(O)/resv_tests $(O)/examples/quickstart
 MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store
 test-mongos: $(O)/resv_tests
 	RESV_SUITES=$(MONGOS_SUITES) scripts/with-mongo --mongos $(O)/resv_tests
+
+# The file store after a crash of the OS (crash/crash_state.c): the
+# writes and barriers of a workload recorded, the states a crash may leave
+# built from them and opened after a fake reboot, CRASH_STATES of each
+# sync mode: "disk" holds every answer, "process" is refused or does.
+CRASH_STATES ?= 400
+test-crash: $(O)/crash/crash_state
+	$(O)/crash/crash_state disk $(CRASH_STATES)
+	$(O)/crash/crash_state process $(CRASH_STATES)
+
+$(O)/crash/crash_state: crash/crash_state.c csrc/resv.h $(O)/libresv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< $(O)/libresv.a $(LIBS_ALL) -ldl
 
 $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 	@mkdir -p $(dir $@)
