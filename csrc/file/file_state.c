@@ -13,8 +13,9 @@
  *   written, fsynced and renamed over resv.state, the directory fsynced);
  * - a checkpoint, holding the writer lock, syncs data.mdb, then records
  *   clean the same way. Each process checkpoints its own writes once it
- *   has been idle for CHECKPOINT_IDLE_MS (a thread per environment), and
- *   at close.
+ *   has been idle for CHECKPOINT_IDLE_MS (a thread per environment;
+ *   RESV_CHECKPOINT_IDLE_MS in the environment sets another, for tests),
+ *   and at close.
  * Each record names the boot (/proc/sys/kernel/random/boot_id, or
  * RESV_BOOT_ID from the environment, which the crash-state test uses to
  * fake a reboot). At open, before LMDB reads data.mdb: dirty in an earlier
@@ -54,6 +55,7 @@ struct resv__file_state {
   char boot[BOOT_MAX + 1];
   bool disk;
   bool fresh;    /* no state file at open: record one at start */
+  int64_t idle_ms; /* CHECKPOINT_IDLE_MS, or RESV_CHECKPOINT_IDLE_MS */
   bool recheck;  /* dirty in this boot at open: checkpoint at start */
   /* The state file this process last read or wrote, mapped: map_size
    * bytes, whose digit at map_size - 2 turns from 0 to 1 once another
@@ -210,7 +212,7 @@ static void *checkpoint_thread(void *arg) {
       pthread_cond_wait(&s->cond, &s->mutex);
       continue;
     }
-    int64_t due = atomic_load(&s->last_write_ms) + CHECKPOINT_IDLE_MS;
+    int64_t due = atomic_load(&s->last_write_ms) + s->idle_ms;
     int64_t now = resv__monotonic_ms();
     if (now < due) {
       struct timespec ts;
@@ -330,6 +332,8 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
   snprintf(s->path, sizeof s->path, "%s", path);
   read_boot_id(s->boot);
   s->disk = disk;
+  const char *idle = getenv("RESV_CHECKPOINT_IDLE_MS");
+  s->idle_ms = idle && atoll(idle) > 0 ? atoll(idle) : CHECKPOINT_IDLE_MS;
   pthread_mutex_init(&s->mutex, NULL);
   pthread_cond_init(&s->cond, NULL);
   atomic_init(&s->wrote, false);

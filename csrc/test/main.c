@@ -17,7 +17,7 @@ static const struct {
     SUITE(mongo_decode), SUITE(mongo_store),  SUITE(mongo_diff),
     SUITE(job),          SUITE(mongo_replset), SUITE(failover), SUITE(deploy),
     SUITE(store),        SUITE(memory),
-    SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),
+    SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),  SUITE(file_state),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),
 };
 

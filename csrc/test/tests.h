@@ -20,6 +20,7 @@ Suite *mongo_decode_suite(void), *mongo_store_suite(void), *mongo_diff_suite(voi
 Suite *mongo_replset_suite(void), *failover_suite(void), *deploy_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
+Suite *file_state_suite(void);
 
 /* The differential test (diff.c): seed's sequence of steps random calls on
  * memory and other side by side, every answer compared (other_name names
