@@ -9,12 +9,16 @@
  *    workload (open, reserves, confirms and releases with pauses a
  *    checkpoint fits in, close) runs while this program, which defines
  *    open, close, pwrite, write, writev, fsync, fdatasync, ftruncate and
- *    rename itself (so they interpose the C library's for liblmdb.so and
- *    libresv alike), logs every write to data.mdb, resv.state and its
- *    temporary (offset and bytes) and every barrier: an fsync or fdatasync
- *    of a file, of the directory, a rename, a write on a file opened with
- *    O_DSYNC. Each answer of the workload is kept with the points in the
- *    log at which its call began and was answered.
+ *    rename, msync itself (so they interpose the C library's for
+ *    liblmdb.so and libresv alike), logs every write to data.mdb,
+ *    resv.state and its temporary (offset and bytes) and every barrier:
+ *    an fsync or fdatasync of a file, of the directory, a rename, a write
+ *    on a file opened with O_DSYNC, an msync. sync = "process" writes
+ *    data.mdb through LMDB's map (MDB_WRITEMAP), which no call shows: so
+ *    before each event is logged, and at each answer, data.mdb is read and
+ *    every page that changed is logged as written there. Each answer of
+ *    the workload is kept with the points in the log at which its call
+ *    began and was answered.
  * 2. Builds the states an OS crash may leave at a crash point (a position
  *    in the log): each file as of its last barrier before it, plus any
  *    subset of the 4 KiB pages written since, each page as of any of the
@@ -26,8 +30,7 @@
  *    the state its last answered call left, or that of a call begun
  *    before the crash point and answered after it.
  * Prints the counts; exits 1 when a state is corrupt (or, for "disk",
- * refused). The workload never uses MDB_WRITEMAP, so every change to
- * data.mdb goes through the calls above. */
+ * refused). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -46,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -62,7 +66,7 @@
 
 /* ---- the log ---------------------------------------------------------- */
 
-enum { EV_WRITE, EV_SYNC, EV_RENAME, EV_DIRSYNC };
+enum { EV_WRITE, EV_SYNC, EV_RENAME, EV_DIRSYNC, EV_TRUNC };
 
 typedef struct {
   int type;
@@ -94,16 +98,86 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size) {
   return p;
 }
 
+typedef struct {
+  unsigned char *p;
+  size_t len, cap;
+} file_t;
+
+static void put_bytes(file_t *f, int64_t off, const unsigned char *p, size_t len) {
+  size_t end = (size_t)off + len;
+  f->p = grow(f->p, &f->cap, end, 1);
+  if (end > f->len) {
+    memset(f->p + f->len, 0, end - f->len);
+    f->len = end;
+  }
+  memcpy(f->p + off, p, len);
+}
+
+
+static file_t model; /* data.mdb as the log says it is */
+static int snap_fd = -1;
+
+static void resize(file_t *f, size_t len) {
+  f->p = grow(f->p, &f->cap, len, 1);
+  if (len > f->len) memset(f->p + f->len, 0, len - f->len);
+  f->len = len;
+}
+
 static void log_event(int type, int inode, int64_t off, const void *buf, size_t len) {
   events = grow(events, &cap_events, n_events + 1, sizeof *events);
   bytes = grow(bytes, &cap_bytes, n_bytes + len, 1);
   if (len) memcpy(bytes + n_bytes, buf, len);
   events[n_events++] = (event_t){type, inode, off, len, n_bytes};
   n_bytes += len;
+  if (inode == 0 && type == EV_WRITE && len) put_bytes(&model, off, buf, len);
+  if (inode == 0 && type == EV_TRUNC) resize(&model, (size_t)off);
+}
+
+/* data.mdb as the log says it is. With MDB_WRITEMAP, LMDB writes its
+ * pages through its map, which no call shows: before each event is
+ * logged, and at each answer, the file is read and each 4 KiB page that
+ * differs from the model is logged as written then. (Between two looks a
+ * page may have had other versions; with sync = "process" none may change
+ * before the state file says dirty, which these looks do catch.) */
+
+static uint64_t meta_last_page(const unsigned char *page) {
+  uint64_t last;
+  memcpy(&last, page + 136, sizeof last); /* MDB_meta's mm_last_pg */
+  return last;
+}
+
+static void snapshot(void) {
+  static unsigned char *buf;
+  static size_t cap;
+  if (!recording || snap_fd < 0) return;
+  struct stat st;
+  unsigned char metas[2 * PAGE];
+  if (fstat(snap_fd, &st) != 0 || pread(snap_fd, metas, sizeof metas, 0) != sizeof metas) return;
+  uint64_t last = meta_last_page(metas);
+  if (meta_last_page(metas + PAGE) > last) last = meta_last_page(metas + PAGE);
+  size_t extent = (size_t)(last + 1 + 64) * PAGE;
+  if (extent < model.len) extent = model.len;
+  if (extent > (size_t)st.st_size) extent = (size_t)st.st_size;
+  buf = grow(buf, &cap, extent, 1);
+  ssize_t n = pread(snap_fd, buf, extent, 0);
+  for (size_t off = 0; n > 0 && off < (size_t)n; off += PAGE) {
+    size_t len = (size_t)n - off < PAGE ? (size_t)n - off : PAGE;
+    bool same;
+    if (off + len <= model.len) {
+      same = !memcmp(buf + off, model.p + off, len);
+    } else { /* past the model's end: only zeros (a hole) are nothing new */
+      same = true;
+      for (size_t i = 0; i < len && same; i++) same = buf[off + i] == 0;
+    }
+    if (same) continue;
+    log_event(EV_WRITE, 0, (int64_t)off, buf + off, len);
+    put_bytes(&model, (int64_t)off, buf + off, len);
+  }
 }
 
 static size_t log_position(void) {
   pthread_mutex_lock(&log_mutex);
+  snapshot();
   size_t n = n_events;
   pthread_mutex_unlock(&log_mutex);
   return n;
@@ -188,6 +262,7 @@ static void logged_write(int fd, int64_t off, const void *buf, size_t len) {
 INTERPOSED ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
   REAL(pwrite);
   pthread_mutex_lock(&log_mutex);
+  if (tracked(fd)) snapshot();
   ssize_t rc = real_pwrite(fd, buf, n, off);
   if (rc > 0 && tracked(fd)) logged_write(fd, off, buf, (size_t)rc);
   pthread_mutex_unlock(&log_mutex);
@@ -197,6 +272,7 @@ INTERPOSED ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
 INTERPOSED ssize_t write(int fd, const void *buf, size_t n) {
   REAL(write);
   pthread_mutex_lock(&log_mutex);
+  if (tracked(fd)) snapshot();
   off_t off = tracked(fd) ? lseek(fd, 0, SEEK_CUR) : 0;
   ssize_t rc = real_write(fd, buf, n);
   if (rc > 0 && tracked(fd)) logged_write(fd, off, buf, (size_t)rc);
@@ -207,6 +283,7 @@ INTERPOSED ssize_t write(int fd, const void *buf, size_t n) {
 INTERPOSED ssize_t writev(int fd, const struct iovec *iov, int cnt) {
   REAL(writev);
   pthread_mutex_lock(&log_mutex);
+  if (tracked(fd)) snapshot();
   off_t off = tracked(fd) ? lseek(fd, 0, SEEK_CUR) : 0;
   ssize_t rc = real_writev(fd, iov, cnt);
   if (rc > 0 && tracked(fd)) {
@@ -234,6 +311,7 @@ static int synced(int fd, int rc) {
 INTERPOSED int fsync(int fd) {
   REAL(fsync);
   pthread_mutex_lock(&log_mutex);
+  snapshot();
   int rc = synced(fd, real_fsync(fd));
   pthread_mutex_unlock(&log_mutex);
   return rc;
@@ -242,7 +320,20 @@ INTERPOSED int fsync(int fd) {
 INTERPOSED int fdatasync(int fd) {
   REAL(fdatasync);
   pthread_mutex_lock(&log_mutex);
+  snapshot();
   int rc = synced(fd, real_fdatasync(fd));
+  pthread_mutex_unlock(&log_mutex);
+  return rc;
+}
+
+/* MDB_WRITEMAP syncs its map with msync: a barrier for data.mdb (the
+ * only file this program's libraries map and sync). */
+INTERPOSED int msync(void *addr, size_t len, int flags) {
+  REAL(msync);
+  pthread_mutex_lock(&log_mutex);
+  snapshot();
+  int rc = real_msync(addr, len, flags);
+  if (rc == 0 && recording && (flags & MS_SYNC)) log_event(EV_SYNC, 0, 0, NULL, 0);
   pthread_mutex_unlock(&log_mutex);
   return rc;
 }
@@ -250,9 +341,12 @@ INTERPOSED int fdatasync(int fd) {
 INTERPOSED int ftruncate(int fd, off_t len) {
   REAL(ftruncate);
   pthread_mutex_lock(&log_mutex);
+  if (tracked(fd)) snapshot();
   int rc = real_ftruncate(fd, len);
-  if (rc == 0 && tracked(fd)) {
-    fprintf(stderr, "crash_state: ftruncate of a store file is not modelled\n");
+  if (rc == 0 && tracked(fd) && fd_inode[fd] == 0) {
+    log_event(EV_TRUNC, 0, len, NULL, 0); /* MDB_WRITEMAP: data.mdb to the map's size */
+  } else if (rc == 0 && tracked(fd)) {
+    fprintf(stderr, "crash_state: ftruncate of the state file is not modelled\n");
     abort();
   }
   pthread_mutex_unlock(&log_mutex);
@@ -262,6 +356,7 @@ INTERPOSED int ftruncate(int fd, off_t len) {
 INTERPOSED int rename(const char *from, const char *to) {
   REAL(rename);
   pthread_mutex_lock(&log_mutex);
+  snapshot();
   int wf = which(from), wt = which(to);
   int rc = real_rename(from, to);
   if (rc == 0 && wf == 2 && wt == 1) {
@@ -355,10 +450,6 @@ static void workload(const char *dir) {
 
 /* ---- the states a crash may leave ---------------------------------------- */
 
-typedef struct {
-  unsigned char *p;
-  size_t len, cap;
-} file_t;
 
 static file_t base[2]; /* data.mdb and resv.state before the workload */
 static int base_state_name;
@@ -371,15 +462,6 @@ static uint64_t next_random(void) {
   return rng;
 }
 
-static void put_bytes(file_t *f, int64_t off, const unsigned char *p, size_t len) {
-  size_t end = (size_t)off + len;
-  f->p = grow(f->p, &f->cap, end, 1);
-  if (end > f->len) {
-    memset(f->p + f->len, 0, end - f->len);
-    f->len = end;
-  }
-  memcpy(f->p + off, p, len);
-}
 
 /* Applies write e, only its bytes within page pg (all of it for -1). */
 static void apply(file_t *f, const event_t *e, int64_t pg) {
@@ -403,8 +485,14 @@ static void crashed_file(int ino, size_t c, file_t *f) {
   size_t last_sync = 0;
   for (size_t i = 0; i < c; i++)
     if (events[i].type == EV_SYNC && events[i].inode == ino) last_sync = i + 1;
-  for (size_t i = 0; i < last_sync; i++)
-    if (events[i].type == EV_WRITE && events[i].inode == ino) apply(f, &events[i], -1);
+  for (size_t i = 0; i < last_sync; i++) {
+    if (events[i].inode != ino) continue;
+    if (events[i].type == EV_WRITE) apply(f, &events[i], -1);
+    if (events[i].type == EV_TRUNC) resize(f, (size_t)events[i].off);
+  }
+  for (size_t i = last_sync; i < c; i++) /* a size not synced may or may not be there */
+    if (events[i].inode == ino && events[i].type == EV_TRUNC && next_random() % 2)
+      resize(f, (size_t)events[i].off);
   int how = (int)(next_random() % 4); /* 0 none, 1 all (latest), else random */
   /* Every page written since: kept or not, as of one of its writes. */
   int64_t pages = 0;
@@ -599,6 +687,10 @@ int main(int argc, char **argv) {
   snprintf(scratch, sizeof scratch, "%s/state", root);
   mkdir(scratch, 0770);
   set_up(store_dir);
+  char data_path[PATH_MAX + 16];
+  snprintf(data_path, sizeof data_path, "%s/data.mdb", store_dir);
+  snap_fd = open(data_path, O_RDONLY | O_CLOEXEC); /* before recording: not tracked */
+  put_bytes(&model, 0, base[0].p, base[0].len);
   recording = true;
   workload(store_dir);
   recording = false;

@@ -18,12 +18,17 @@
  *   the first writer to find no commit in progress takes every queued
  *   write into one transaction, commits it with one fsync and answers
  *   them all; writes queued meanwhile go into the next one.
- * - sync = "process" commits without fsync (MDB_NOSYNC, and never
- *   MDB_WRITEMAP): a commit is in the OS's page cache when the call
- *   answers, so the crash of any process loses nothing answered. The OS
- *   writes the pages back in any order, so a crash of the OS may damage
- *   the file: file_state.c records checkpoints in resv.state, and a store
- *   that may be damaged is refused at open. A write transaction is a few
+ * - sync = "process" commits without fsync (MDB_NOSYNC), writing its
+ *   pages through a writable map (MDB_WRITEMAP: no copy of each page
+ *   into a buffer and out with pwrite, so a write of a new key costs
+ *   less): a commit is in the OS's page cache when the call answers, so
+ *   the crash of any process loses nothing answered. The OS writes the
+ *   pages back in any order, so a crash of the OS may damage the file:
+ *   file_state.c records checkpoints in resv.state, and a store that may
+ *   be damaged is refused at open. (With MDB_WRITEMAP LMDB sizes data.mdb
+ *   to the whole map, a sparse file. Processes of both modes may share a
+ *   store: on Linux fdatasync and msync both flush the file's page cache,
+ *   whichever way its pages were written.) A write transaction is a few
  *   microseconds, less than a hop to a dispatcher thread and back, so
  *   these calls run inline on the caller's thread, as the memory store's
  *   do.
@@ -394,7 +399,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   } else if (!(rc = mdb_env_set_maxdbs(e->mdb, MAX_TYPES + 1)) &&
              !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
              !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
-    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC), 0660);
+    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC | MDB_WRITEMAP), 0660);
   }
   if (rc) {
     if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)

@@ -245,6 +245,47 @@ START_TEST(a_checkpoint_of_another_process_is_seen_by_the_next_write) {
 }
 END_TEST
 
+/* A process with sync = "disk" (no MDB_WRITEMAP) and one with sync =
+ * "process" (MDB_WRITEMAP) share a store: each sees the other's writes,
+ * and after both close a reboot finds every one. */
+START_TEST(processes_of_both_modes_share_a_store) {
+  resv_error_t err;
+  resv_store_t *s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  reserve(s, "p1@x", "o1");
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    resv_options_t o = {.path = dir, .sync = RESV_SYNC_DISK, .threads = 2};
+    resv_store_t *c = resv_store_open(&o, &err);
+    if (!c) _exit(1);
+    resv_store_set_time(c, T0);
+    resv_answer_t a = {0};
+    resv_key_t k = test_key("email", "p1@x"), k2 = test_key("email", "d1@x");
+    resv_owner_t ow = test_owner("", "o2");
+    if (!resv_get(type_of(c), &k, &a, &err) || a.status != RESV_PENDING) _exit(2);
+    if (!resv_reserve(type_of(c), &k2, &ow, resv_cstr("a"), HOUR, &a, &err) ||
+        a.status != RESV_RESERVED)
+      _exit(3);
+    resv_store_close(c);
+    _exit(0);
+  }
+  int st;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d", st);
+  expect_pending(s, "d1@x", "o2");
+  reserve(s, "p2@x", "o1");
+  resv_store_close(s);
+  setenv("RESV_BOOT_ID", "boot-2", 1);
+  s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  expect_pending(s, "p1@x", "o1");
+  expect_pending(s, "d1@x", "o2");
+  expect_pending(s, "p2@x", "o1");
+  resv_store_close(s);
+}
+END_TEST
+
 /* A store with a dispatcher closes on a reaper thread: waits for it, so
  * that the next open opens the directory anew. */
 static void close_and_wait(resv_store_t *s) {
@@ -311,6 +352,7 @@ Suite *file_state_suite(void) {
   tcase_add_test(tc, dirty_in_this_boot_opens_with_everything_and_checkpoints);
   tcase_add_test(tc, a_store_closed_before_a_reboot_opens_after_it);
   tcase_add_test(tc, a_checkpoint_of_another_process_is_seen_by_the_next_write);
+  tcase_add_test(tc, processes_of_both_modes_share_a_store);
   tcase_add_test(tc, an_empty_data_file_beside_the_state_is_damage);
   tcase_add_test(tc, a_missing_data_file_beside_the_state_is_damage);
   tcase_add_test(tc, the_state_file_is_no_stranger_in_the_directory);
