@@ -448,9 +448,29 @@ static void file_type_free(void *backend, resv_type_t *type) {
   type->backend_state = NULL;
 }
 
+/* The type's database opened and its format record checked (flags 0)
+ * in a write transaction that creates them when missing, or (MDB_RDONLY)
+ * in a read-only one, which answers MDB_NOTFOUND or EACCES when there is
+ * something to create. */
+static int set_up_type(env_t *e, resv_type_t *type, unsigned flags, MDB_dbi *dbi,
+                       resv_error_t *err, bool *ok) {
+  MDB_txn *txn;
+  int rc = flags ? begin_txn(e, flags, &txn) : begin_write(e, &txn);
+  if (rc) return rc;
+  rc = mdb_dbi_open(txn, type->collection, flags ? 0 : MDB_CREATE, dbi);
+  if (rc == 0) rc = resv__file_format(txn, *dbi, type->collection, err, ok);
+  if (rc == 0 && *ok)
+    rc = mdb_txn_commit(txn); /* a read-only one keeps the handle too */
+  else
+    mdb_txn_abort(txn);
+  end_txn(e);
+  return rc;
+}
+
 /* Opens (creating it on first use) the type's database and checks its
  * format record, once per store and type; a failure is tried again on
- * the next call. */
+ * the next call. A type that is there already is set up without a write
+ * (with sync = "process" a write would make the state file dirty). */
 static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
   resv__file_type_t *ft = type->backend_state;
   if (atomic_load_explicit(&ft->ready, memory_order_acquire)) return true;
@@ -458,18 +478,9 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
   bool ok = true;
   pthread_mutex_lock(&e->setup);
   if (!atomic_load_explicit(&ft->ready, memory_order_acquire)) {
-    MDB_txn *txn;
     MDB_dbi dbi = 0;
-    int rc = begin_write(e, &txn);
-    if (rc == 0) {
-      rc = mdb_dbi_open(txn, type->collection, MDB_CREATE, &dbi);
-      if (rc == 0) rc = resv__file_format(txn, dbi, type->collection, err, &ok);
-      if (rc == 0 && ok)
-        rc = mdb_txn_commit(txn);
-      else
-        mdb_txn_abort(txn);
-      end_txn(e);
-    }
+    int rc = set_up_type(e, type, MDB_RDONLY, &dbi, err, &ok);
+    if (rc == MDB_NOTFOUND || rc == EACCES) rc = set_up_type(e, type, 0, &dbi, err, &ok);
     if (rc == MDB_INCOMPATIBLE)
       ok = resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
                       type->collection);

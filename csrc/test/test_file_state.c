@@ -113,6 +113,27 @@ START_TEST(a_write_makes_the_state_dirty_and_the_idle_store_checkpoints) {
 }
 END_TEST
 
+/* Reads write nothing, so they leave the state clean: a process that only
+ * reads (the CLI, a worker that only looks) costs no sync. */
+START_TEST(reads_leave_the_state_clean) {
+  resv_error_t err;
+  resv_store_t *s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  reserve(s, "a@x", "o1");
+  resv_store_close(s);
+  ck_assert_str_eq(state_word(), "clean");
+  s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  expect_pending(s, "a@x", "o1");
+  resv_answer_t a = {0};
+  test_reserve(type_of(s), "a@x", "o2", "b", HOUR, &a); /* a conflict writes nothing */
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  resv_answer_clear(&a);
+  ck_assert_str_eq(state_word(), "clean");
+  resv_store_close(s);
+}
+END_TEST
+
 START_TEST(a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it) {
   crash_after_reserve("a@x", "o1");
   ck_assert_str_eq(state_word(), "dirty");
@@ -347,6 +368,7 @@ Suite *file_state_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, a_write_makes_the_state_dirty_and_the_idle_store_checkpoints);
+  tcase_add_test(tc, reads_leave_the_state_clean);
   tcase_add_test(tc, a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it);
   tcase_add_test(tc, on_os_crash_reset_moves_the_files_aside_and_starts_empty);
   tcase_add_test(tc, dirty_in_this_boot_opens_with_everything_and_checkpoints);
