@@ -335,7 +335,11 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
   const char *idle = getenv("RESV_CHECKPOINT_IDLE_MS");
   s->idle_ms = idle && atoll(idle) > 0 ? atoll(idle) : CHECKPOINT_IDLE_MS;
   pthread_mutex_init(&s->mutex, NULL);
-  pthread_cond_init(&s->cond, NULL);
+  pthread_condattr_t attr; /* the thread's deadlines are on the monotonic clock */
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &attr);
+  pthread_condattr_destroy(&attr);
   atomic_init(&s->wrote, false);
   atomic_init(&s->last_write_ms, 0);
   int found = inspect(path, s->boot, &s->fresh, &s->recheck, err);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests.h"
@@ -110,6 +111,23 @@ START_TEST(a_write_makes_the_state_dirty_and_the_idle_store_checkpoints) {
   ck_assert_str_eq(state_word(), "dirty");
   resv_store_close(s);
   ck_assert_str_eq(state_word(), "clean"); /* and at close */
+}
+END_TEST
+
+/* The checkpoint thread sleeps while it waits for the idle moment: the
+ * process uses next to no CPU while its store waits to checkpoint. */
+START_TEST(the_wait_for_a_checkpoint_burns_no_cpu) {
+  resv_error_t err;
+  resv_store_t *s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  reserve(s, "a@x", "o1");
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  usleep(150 * 1000); /* within the 200 ms before the checkpoint */
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+  ck_assert_msg(cpu_ms < 50, "%.1f ms of CPU in 150 ms of waiting", cpu_ms);
+  resv_store_close(s);
 }
 END_TEST
 
@@ -368,6 +386,7 @@ Suite *file_state_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, a_write_makes_the_state_dirty_and_the_idle_store_checkpoints);
+  tcase_add_test(tc, the_wait_for_a_checkpoint_burns_no_cpu);
   tcase_add_test(tc, reads_leave_the_state_clean);
   tcase_add_test(tc, a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it);
   tcase_add_test(tc, on_os_crash_reset_moves_the_files_aside_and_starts_empty);
