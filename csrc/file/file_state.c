@@ -186,8 +186,16 @@ static int write_state(resv__file_state_t *s, bool dirty) {
  * and records clean, unless the state is clean already. */
 static int checkpoint(resv__file_state_t *s) {
   MDB_txn *txn;
-  pthread_rwlock_rdlock(s->resize);
-  int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  int rc;
+  for (;;) { /* as file_store.c's begin_txn: adopt a map another process grew */
+    pthread_rwlock_rdlock(s->resize);
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != MDB_MAP_RESIZED) break;
+    pthread_rwlock_unlock(s->resize);
+    pthread_rwlock_wrlock(s->resize);
+    rc = mdb_env_set_mapsize(s->env, 0);
+    pthread_rwlock_unlock(s->resize);
+    if (rc) return rc;
+  }
   if (rc == 0) {
     bool dirty = true, unused;
     char boot[BOOT_MAX + 1];
