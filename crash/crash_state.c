@@ -44,6 +44,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,7 @@
 #define MAX_INODES 4096
 #define MAX_FDS 1024
 #define KEYS_PER_BURST 40
+#define WORKERS 4 /* threads of the workload, each on its own keys */
 #define BURSTS 3
 #define T0 INT64_C(1700000000000)
 #define HOUR INT64_C(3600000)
@@ -382,7 +384,7 @@ typedef struct {
 } op_t;
 
 static op_t ops[BURSTS * KEYS_PER_BURST * 3];
-static int n_ops;
+static atomic_int n_ops;
 static int32_t sync_mode;
 static const char *mode_name;
 
@@ -390,7 +392,7 @@ static void key_name(char *buf, size_t size, int k) { snprintf(buf, size, "key-%
 static void owner_name(char *buf, size_t size, int k) { snprintf(buf, size, "owner-%03d", k); }
 
 static resv_store_t *open_store(const char *dir, resv_error_t *err) {
-  resv_options_t o = {.path = dir, .sync = sync_mode, .threads = 1, .map_size = 64 << 20};
+  resv_options_t o = {.path = dir, .sync = sync_mode, .threads = WORKERS, .map_size = 64 << 20};
   resv_store_t *s = resv_store_open(&o, err);
   if (s) resv_store_set_time(s, T0);
   return s;
@@ -409,7 +411,7 @@ static void run_op(resv_type_t *t, int op, int k, int state, int32_t want) {
   resv_owner_t ro = {resv_cstr(""), resv_cstr(owner)};
   resv_answer_t a = {0};
   resv_error_t err = {0};
-  op_t *o = &ops[n_ops++];
+  op_t *o = &ops[atomic_fetch_add(&n_ops, 1)];
   o->key = k;
   o->state = state;
   o->begun = log_position();
@@ -425,9 +427,30 @@ static void run_op(resv_type_t *t, int op, int k, int state, int32_t want) {
   resv_answer_clear(&a);
 }
 
-/* Bursts of reserves, confirms of every fourth key, releases of some
- * confirmed keys of the burst before; with sync = "process" a pause
- * after each burst lets the store checkpoint. */
+typedef struct {
+  resv_type_t *type;
+  int burst, worker;
+} burst_t;
+
+/* A worker's part of a burst: the keys i of the burst with i % WORKERS
+ * its number (so each key's calls come from one thread, in order):
+ * reserves, confirms of every fourth key, releases of some confirmed
+ * keys of the burst before. */
+static void *burst_worker(void *arg) {
+  const burst_t *w = arg;
+  int b = w->burst;
+  for (int i = w->worker; i < KEYS_PER_BURST; i += WORKERS) {
+    int k = b * KEYS_PER_BURST + i;
+    run_op(w->type, 0, k, PENDING, RESV_RESERVED);
+    if (i % 4 == 0) run_op(w->type, 1, k, CONFIRMED, RESV_CONFIRMED);
+    if (b > 0 && i % 8 == 0) run_op(w->type, 2, k - KEYS_PER_BURST, ABSENT, RESV_RELEASED);
+  }
+  return NULL;
+}
+
+/* Bursts of WORKERS threads at once (with sync = "disk" their writes
+ * share commits); with sync = "process" a pause after each burst lets the
+ * store checkpoint. */
 static void workload(const char *dir) {
   resv_error_t err;
   resv_store_t *s = open_store(dir, &err);
@@ -437,12 +460,13 @@ static void workload(const char *dir) {
   }
   resv_type_t *t = type_of(s);
   for (int b = 0; b < BURSTS; b++) {
-    for (int i = 0; i < KEYS_PER_BURST; i++) {
-      int k = b * KEYS_PER_BURST + i;
-      run_op(t, 0, k, PENDING, RESV_RESERVED);
-      if (i % 4 == 0) run_op(t, 1, k, CONFIRMED, RESV_CONFIRMED);
-      if (b > 0 && i % 8 == 0) run_op(t, 2, k - KEYS_PER_BURST, ABSENT, RESV_RELEASED);
+    pthread_t th[WORKERS];
+    burst_t w[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+      w[i] = (burst_t){t, b, i};
+      pthread_create(&th[i], NULL, burst_worker, &w[i]);
     }
+    for (int i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
     if (sync_mode == RESV_SYNC_PROCESS) usleep(400 * 1000);
   }
   resv_store_close(s);
