@@ -139,8 +139,10 @@ test-emulator:
 asan: deps
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
 
+# die_after_fork=0: the fork tests' children open file stores, and one with
+# sync = "process" starts its checkpoint thread.
 tsan: deps
-	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp $$TSAN_OPTIONS" \
+	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp die_after_fork=0 $$TSAN_OPTIONS" \
 	  $(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
 
 # The fork tests' children are silent: a store inherited over fork() is

@@ -98,6 +98,39 @@ static void crash_after_reserve(const char *key, const char *owner) {
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d", st);
 }
 
+/* A child forked before this process starts a thread (ThreadSanitizer
+ * cannot follow threads started after a fork of a threaded process), held
+ * until go_on: then it runs body and exits with its answer. */
+typedef int (*child_body_t)(void);
+
+static pid_t fork_held(child_body_t body, int *go_on) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    char c, code[32];
+    close(fds[1]);
+    /* Ends through exec, as test_file_store.c's children do: a checker
+     * watching (valgrind, ThreadSanitizer) has nothing to say then about
+     * a thread still closing the child's store. */
+    snprintf(code, sizeof code, "exit %d", read(fds[0], &c, 1) == 1 ? body() : 9);
+    execl("/bin/sh", "sh", "-c", code, (char *)NULL);
+    _exit(8);
+  }
+  close(fds[0]);
+  *go_on = fds[1];
+  return pid;
+}
+
+static void let_go_and_wait(pid_t pid, int go_on, const char *what) {
+  int st;
+  ck_assert_int_eq(write(go_on, "g", 1), 1);
+  close(go_on);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %d", what, st);
+}
+
 START_TEST(a_write_makes_the_state_dirty_and_the_idle_store_checkpoints) {
   resv_error_t err;
   resv_store_t *s = open_process(&err);
@@ -248,38 +281,39 @@ END_TEST
  * the parent's next write must see that and make the state dirty again
  * before it writes, though its own knowledge said dirty. Its own
  * checkpoints are held off, so only the other process's count. */
+/* The other process: a store of its own, which checkpoints at open. */
+static int open_and_close(void) {
+  resv_error_t err;
+  resv_store_t *c = open_process(&err);
+  if (!c) return 1;
+  if (strcmp(state_word(), "clean")) return 2;
+  resv_store_close(c);
+  return strcmp(state_word(), "clean") ? 3 : 0;
+}
+
+/* After a (faked) reboot: refused for a crash of the OS. */
+static int refused_after_a_reboot(void) {
+  setenv("RESV_BOOT_ID", "boot-2", 1);
+  resv_error_t err;
+  resv_store_t *c = open_process(&err);
+  return !c && err.code == RESV_EFORMAT && strstr(err.message, "crash of the OS") ? 0 : 1;
+}
+
 START_TEST(a_checkpoint_of_another_process_is_seen_by_the_next_write) {
   setenv("RESV_CHECKPOINT_IDLE_MS", "600000", 1);
+  int go_other, go_reboot;
+  pid_t other = fork_held(open_and_close, &go_other);
+  pid_t reboot = fork_held(refused_after_a_reboot, &go_reboot);
   resv_error_t err;
   resv_store_t *s = open_process(&err);
   ck_assert_msg(s, "%s", err.message);
   reserve(s, "a@x", "o1");
   ck_assert_str_eq(state_word(), "dirty");
-  pid_t pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) { /* a store of its own (never one across fork()) */
-    resv_store_t *c = open_process(&err);
-    if (!c) _exit(1);
-    if (strcmp(state_word(), "clean")) _exit(2); /* checkpointed at open */
-    resv_store_close(c);
-    _exit(strcmp(state_word(), "clean") ? 3 : 0);
-  }
-  int st;
-  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d", st);
+  let_go_and_wait(other, go_other, "the other process");
   ck_assert_str_eq(state_word(), "clean");
   reserve(s, "b@x", "o1");
   ck_assert_str_eq(state_word(), "dirty");
-  /* A crash of the OS now finds it dirty, so refuses it. */
-  pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) {
-    setenv("RESV_BOOT_ID", "boot-2", 1);
-    resv_store_t *c = open_process(&err);
-    _exit(!c && err.code == RESV_EFORMAT && strstr(err.message, "crash of the OS") ? 0 : 1);
-  }
-  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after a reboot: %d", st);
+  let_go_and_wait(reboot, go_reboot, "after a reboot"); /* an OS crash now: refused */
   resv_store_close(s);
 }
 END_TEST
@@ -287,31 +321,32 @@ END_TEST
 /* A process with sync = "disk" (no MDB_WRITEMAP) and one with sync =
  * "process" (MDB_WRITEMAP) share a store: each sees the other's writes,
  * and after both close a reboot finds every one. */
+/* The process with sync = "disk": sees p1, reserves d1. */
+static int disk_process(void) {
+  resv_options_t o = {.path = dir, .sync = RESV_SYNC_DISK, .threads = 2};
+  resv_error_t err;
+  resv_store_t *c = resv_store_open(&o, &err);
+  if (!c) return 1;
+  resv_store_set_time(c, T0);
+  resv_answer_t a = {0};
+  resv_key_t k = test_key("email", "p1@x"), k2 = test_key("email", "d1@x");
+  resv_owner_t ow = test_owner("", "o2");
+  if (!resv_get(type_of(c), &k, &a, &err) || a.status != RESV_PENDING) return 2;
+  if (!resv_reserve(type_of(c), &k2, &ow, resv_cstr("a"), HOUR, &a, &err) ||
+      a.status != RESV_RESERVED)
+    return 3;
+  resv_store_close(c);
+  return 0;
+}
+
 START_TEST(processes_of_both_modes_share_a_store) {
+  int go;
+  pid_t pid = fork_held(disk_process, &go);
   resv_error_t err;
   resv_store_t *s = open_process(&err);
   ck_assert_msg(s, "%s", err.message);
   reserve(s, "p1@x", "o1");
-  pid_t pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) {
-    resv_options_t o = {.path = dir, .sync = RESV_SYNC_DISK, .threads = 2};
-    resv_store_t *c = resv_store_open(&o, &err);
-    if (!c) _exit(1);
-    resv_store_set_time(c, T0);
-    resv_answer_t a = {0};
-    resv_key_t k = test_key("email", "p1@x"), k2 = test_key("email", "d1@x");
-    resv_owner_t ow = test_owner("", "o2");
-    if (!resv_get(type_of(c), &k, &a, &err) || a.status != RESV_PENDING) _exit(2);
-    if (!resv_reserve(type_of(c), &k2, &ow, resv_cstr("a"), HOUR, &a, &err) ||
-        a.status != RESV_RESERVED)
-      _exit(3);
-    resv_store_close(c);
-    _exit(0);
-  }
-  int st;
-  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d", st);
+  let_go_and_wait(pid, go, "the process with sync = disk");
   expect_pending(s, "d1@x", "o2");
   reserve(s, "p2@x", "o1");
   resv_store_close(s);
