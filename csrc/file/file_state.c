@@ -47,6 +47,11 @@
 #include <unistd.h>
 
 #define CHECKPOINT_IDLE_MS 200
+/* Pages of data.mdb allocated ahead of the last one used (sync =
+ * "process"), and the least left before the next allocation: more than
+ * one write transaction adds. */
+#define ROOM_AHEAD_PAGES 2048
+#define ROOM_LEFT_PAGES 512
 #define STATE_MAX 512
 #define BOOT_MAX 64
 
@@ -65,6 +70,10 @@ struct resv__file_state {
   bool map_dirty;
   MDB_env *env;
   pthread_rwlock_t *resize;
+  /* data.mdb is allocated on the disk up to room (sync = "process"); 0
+   * when the file system cannot allocate ahead. Under the writer lock. */
+  int64_t room;
+  bool no_room_ahead;
   /* The checkpoint thread (sync = "process"). */
   pthread_t thread;
   bool thread_started;
@@ -252,6 +261,35 @@ int resv__file_state_dirty(resv__file_state_t *s) {
   if (rc == 0 && dirty) return 0;
   if (rc != 0 && rc != ENOENT && rc != EINVAL) return rc;
   return write_state(s, true);
+}
+
+/* ---- room on the disk (sync = "process") ---------------------------------
+ *
+ * With MDB_WRITEMAP LMDB sizes data.mdb to the whole map, a sparse file,
+ * and writes its pages through the map: on a full disk the first store
+ * into a page not yet allocated would kill the process (SIGBUS) instead
+ * of failing a call. So the file is allocated ahead (fallocate, which
+ * keeps the data) before a write transaction can reach past it; a full
+ * disk then answers ENOSPC before anything is written. */
+int resv__file_state_room(resv__file_state_t *s) {
+  if (!s || s->disk || s->no_room_ahead) return 0;
+  MDB_envinfo info;
+  MDB_stat st;
+  int fd;
+  if (mdb_env_info(s->env, &info) || mdb_env_stat(s->env, &st) || mdb_env_get_fd(s->env, &fd))
+    return 0;
+  int64_t page = st.ms_psize, used = ((int64_t)info.me_last_pgno + 1) * page;
+  if (used + ROOM_LEFT_PAGES * page <= s->room) return 0;
+  int64_t to = used + ROOM_AHEAD_PAGES * page;
+  if (to > (int64_t)info.me_mapsize) to = (int64_t)info.me_mapsize;
+  if (to <= s->room) return 0;
+  if (fallocate(fd, 0, (off_t)s->room, (off_t)(to - s->room)) != 0) {
+    if (errno == ENOSPC || errno == EDQUOT) return ENOSPC;
+    s->no_room_ahead = true; /* not supported here: LMDB as it is */
+    return 0;
+  }
+  s->room = to;
+  return 0;
 }
 
 void resv__file_state_wrote(resv__file_state_t *s) {

@@ -36,6 +36,11 @@ bool resv__file_state_start(resv__file_state_t *s, MDB_env *env,
  * Returns 0 or an errno. A no-op for sync = "disk". */
 int resv__file_state_dirty(resv__file_state_t *s);
 
+/* Inside a write transaction, before it writes (sync = "process"):
+ * allocates data.mdb on the disk ahead of what the map may write next.
+ * Returns 0 or ENOSPC (the disk is full: nothing must be written). */
+int resv__file_state_room(resv__file_state_t *s);
+
 /* After a write transaction: the checkpoint thread runs once the process
  * has been idle for a moment. */
 void resv__file_state_wrote(resv__file_state_t *s);

@@ -204,11 +204,13 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
 
 static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
 
-/* A write transaction: begin_txn, then (sync = "process") the state file
- * says dirty before anything is written (file_state.c). */
+/* A write transaction: begin_txn, then (sync = "process") data.mdb has
+ * room on the disk and the state file says dirty before anything is
+ * written (file_state.c). */
 static int begin_write(env_t *e, MDB_txn **txn) {
   int rc = begin_txn(e, 0, txn);
-  if (rc == 0 && (rc = resv__file_state_dirty(e->state)) != 0) {
+  if (rc == 0 && ((rc = resv__file_state_room(e->state)) != 0 ||
+                  (rc = resv__file_state_dirty(e->state)) != 0)) {
     mdb_txn_abort(*txn);
     end_txn(e);
   }
