@@ -75,7 +75,7 @@ TEST_PACKAGES += prometheus
 DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-layout test-c test-crash test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -123,7 +123,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
+	$(MAKE) test-layout test-c test-crash test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.
@@ -139,6 +139,19 @@ MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store
 test-mongos: $(O)/resv_tests
 	RESV_SUITES=$(MONGOS_SUITES) scripts/with-mongo --mongos $(O)/resv_tests
 
+# The file store after a crash of the OS (crash/crash_state.c): the
+# writes and barriers of a workload recorded, the states a crash may leave
+# built from them and opened after a fake reboot, CRASH_STATES of each
+# sync mode: "disk" holds every answer, "process" is refused or does.
+CRASH_STATES ?= 400
+test-crash: $(O)/crash/crash_state
+	$(O)/crash/crash_state disk $(CRASH_STATES)
+	$(O)/crash/crash_state process $(CRASH_STATES)
+
+$(O)/crash/crash_state: crash/crash_state.c csrc/resv.h $(O)/libresv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< $(O)/libresv.a $(LIBS_ALL) -ldl
+
 $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< $(O)/libresv.a $(LIBS_ALL)
@@ -149,8 +162,10 @@ test-emulator:
 asan: deps
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
 
+# die_after_fork=0: the fork tests' children open file stores, and one with
+# sync = "process" starts its checkpoint thread.
 tsan: deps
-	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp $$TSAN_OPTIONS" \
+	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp die_after_fork=0 $$TSAN_OPTIONS" \
 	  $(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
 
 # The fork tests' children are silent: a store inherited over fork() is

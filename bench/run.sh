@@ -69,6 +69,9 @@ run scripts/with-mongo "$out/costs"
 # 8. The file store: inline calls against the memory store, bytes per
 #    reservation, sync = disk's group commit against one fsync per call.
 run "$out/filestore" 100000 2
+#    sync = disk (the default) against one page's fdatasync, and 32
+#    writers against one.
+run "$out/durability" 0.3 5
 #    and against Redis (appendfsync everysec, SET NX PX through hiredis).
 run "$out/redis_nx" 20000 3
 #    Its records: bytes per reservation in order and scattered, the cost

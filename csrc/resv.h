@@ -113,8 +113,9 @@ typedef enum resv_write_concern { RESV_WRITE_MAJORITY = -1 } resv_write_concern_
 
 /* The file store's durability (SPEC section 6). */
 typedef enum resv_sync {
-  RESV_SYNC_PROCESS = 0, /* an answer survives the crash of any process */
-  RESV_SYNC_DISK = 1     /* an answer waits until its commit is on disk */
+  RESV_SYNC_DISK = 0,   /* an answer waits until its commit is on disk */
+  RESV_SYNC_PROCESS = 1 /* an answer survives the crash of any process;
+                         * a store an OS crash may have damaged is refused */
 } resv_sync_t;
 
 /* resv_options_t.log_level: which of the MongoDB driver's log lines a
@@ -126,6 +127,13 @@ typedef enum resv_log_level {
   RESV_LOG_INFO = 3,    /* and the driver's informational lines, all */
   RESV_LOG_DEBUG = 4    /* every line, the monitor's heartbeats too */
 } resv_log_level_t;
+
+/* The file store with sync = process, at open after a crash of the OS
+ * (its last commits came after its last checkpoint, in an earlier boot). */
+typedef enum resv_os_crash {
+  RESV_OS_CRASH_REFUSE = 0, /* RESV_EFORMAT, naming resv recover */
+  RESV_OS_CRASH_RESET = 1   /* its files moved aside, the store starts empty */
+} resv_os_crash_t;
 
 /* Options of resv_store_open. A zero field takes its default. */
 typedef struct resv_options {
@@ -148,7 +156,7 @@ typedef struct resv_options {
   /* The file store (SPEC section 6; not with uri): */
   const char *path;     /* NUL-terminated directory; NULL or "": not a file store */
   int64_t map_size;     /* largest size of its map in bytes; default 1 GiB */
-  int32_t sync;         /* resv_sync_t; default process */
+  int32_t sync;         /* resv_sync_t; default disk */
   /* The memory store: 1 when one store per process is meant (nginx with
    * several workers); the Lua layer refuses it otherwise there. */
   int32_t per_process;
@@ -174,6 +182,8 @@ typedef struct resv_options {
   int32_t no_create;
   /* MongoDB: resv_log_level_t; default RESV_LOG_WARNING. */
   int32_t log_level;
+  /* The file store: resv_os_crash_t; default refuse. */
+  int32_t on_os_crash;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */
@@ -204,6 +214,15 @@ void resv_store_shutdown(resv_store_t *store);
  * the store may still be waited on and destroyed (it answers whatever its
  * call ends with, or RESV_ECLOSED). */
 void resv_store_close(resv_store_t *store);
+
+/* The file store in the directory path, when an open refuses it as
+ * damaged (by a crash of the OS, or a missing or empty data.mdb beside its
+ * resv.state): moves its files into a new sibling directory
+ * <path>.crashed-<UTC time>, whose name goes into kept (kept_size bytes),
+ * so that the next open starts an empty store. Returns 1 when it moved
+ * them, 0 when the store opens as it is (nothing moved), -1 with err
+ * filled on failure. No process may have the store open. */
+int resv_store_recover(const char *path, char *kept, size_t kept_size, resv_error_t *err);
 
 /* Freezes the store's clock at ms (epoch milliseconds), for tests. */
 void resv_store_set_time(resv_store_t *store, int64_t ms);

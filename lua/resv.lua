@@ -241,12 +241,13 @@ local OPTIONS = {
   max_holds = true,
   path = true, map_size = true, sync = true, per_process = true,
   sweep_grace_ms = true, check = true, slow_ms = true, no_create = true,
-  log_level = true,
+  log_level = true, on_os_crash = true,
 }
 
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
 local LOG_LEVEL = { error = C.RESV_LOG_ERROR, warning = C.RESV_LOG_WARNING,
                     info = C.RESV_LOG_INFO, debug = C.RESV_LOG_DEBUG }
+local OS_CRASH = { refuse = C.RESV_OS_CRASH_REFUSE, reset = C.RESV_OS_CRASH_RESET }
 
 -- The number of nginx workers when running inside OpenResty, else nil.
 local function ngx_workers()
@@ -350,6 +351,14 @@ local function fill_options(o, opts, keep)
     end
     o.log_level = level
   end
+  if values.on_os_crash ~= nil then
+    local mode = OS_CRASH[values.on_os_crash]
+    if mode == nil then
+      return invalid("on_os_crash", 'expected "refuse" or "reset", got '
+                     .. tostring(values.on_os_crash))
+    end
+    o.on_os_crash = mode
+  end
   local per_process = values.per_process
   if per_process ~= nil then
     if type(per_process) ~= "boolean" then
@@ -443,5 +452,20 @@ end
 -- A compiled trace may drop a local it no longer reads (its snapshots keep
 -- only live slots), and with it the last reference to an option string.
 jit.off(_M.open)
+
+-- The file store in the directory path, refused at open as damaged (by a
+-- crash of the OS, say): moves its files into a new sibling directory, so
+-- that the next open starts empty. Returns that directory's name, false
+-- when the store opens as it is (nothing moved), or nil, "<code>: <message>".
+local recover_buf = ffi.new("char[?]", 4200)
+function _M.recover(path)
+  if type(path) ~= "string" or path == "" then
+    error("resv.recover: path must be a non-empty string", 2)
+  end
+  local rc = C.resv_store_recover(path, recover_buf, 4200, err_buf)
+  if rc < 0 then return nil, error_string(err_buf) end
+  if rc == 0 then return false end
+  return ffi_string(recover_buf)
+end
 
 return _M

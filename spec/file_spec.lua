@@ -48,7 +48,7 @@ describe("the file store", function()
 
   it("is one store for every store opened on the directory", function()
     local s1 = assert(resv.open { path = dir })
-    local s2 = assert(resv.open { path = dir, sync = "process" })
+    local s2 = assert(resv.open { path = dir, sync = "disk" })
     local t1 = assert(s1:type("shop", "user"))
     local t2 = assert(s2:type("shop", "user"))
     assert.equal("reserved", assert(t1:reserve(KEY, A, "a1", 60000)).status)
@@ -59,8 +59,20 @@ describe("the file store", function()
     s2:close()
   end)
 
-  it("with sync = disk answers as with sync = process", function()
-    local store = assert(resv.open { path = dir, sync = "disk", map_size = 2 ^ 24 })
+  it("syncs to the disk by default", function()
+    local store = assert(resv.open { path = dir })
+    assert.matches("sync=disk", tostring(store), 1, true)
+    store:close()
+    store = nil
+    collectgarbage() -- the environment goes with the last handle
+    collectgarbage()
+    store = assert(resv.open { path = dir, sync = "process" })
+    assert.matches("sync=process", tostring(store), 1, true)
+    store:close()
+  end)
+
+  it("with sync = process answers as with sync = disk", function()
+    local store = assert(resv.open { path = dir, sync = "process", map_size = 2 ^ 24 })
     local t = assert(store:type("shop", "user"))
     local r = assert(t:reserve(KEY, A, "a1", 60000))
     assert.equal("reserved", r.status)
@@ -69,12 +81,61 @@ describe("the file store", function()
     store:close()
   end)
 
+  -- A crash of the OS, as the store finds it: resv.state says dirty (its
+  -- last commits came after its last checkpoint) in another boot.
+  local function crash_the_os(path, look_first)
+    collectgarbage() -- the closed stores' handles, and with them LMDB's
+    collectgarbage()
+    if look_first then -- closed: checkpointed, clean, nothing to recover
+      assert.is_false(resv.recover(path))
+    end
+    local f = assert(io.open(path .. "/resv.state", "w"))
+    f:write("resv-state 1\nstate dirty\nboot an-earlier-boot\nreplaced 0\n")
+    f:close()
+  end
+
+  it("refuses a store an OS crash may have damaged; resv.recover moves it aside", function()
+    local store = assert(resv.open { path = dir, sync = "process" })
+    local t = assert(store:type("shop", "user"))
+    assert.equal("reserved", assert(t:reserve(KEY, A, "a1", 60000)).status)
+    store:close()
+    store, t = nil, nil
+    crash_the_os(dir, true)
+    local s, err = resv.open { path = dir, sync = "process" }
+    assert.is_nil(s)
+    assert.equal("format: " .. dir .. " may be damaged by a crash of the OS (its last "
+                 .. "commits came after its last checkpoint, in an earlier boot): run resv "
+                 .. "recover --path " .. dir .. ', or open it with on_os_crash = "reset"', err)
+    local kept = assert(resv.recover(dir))
+    assert.matches("^" .. dir:gsub("%p", "%%%0") .. "%.crashed%-%d+T%d+Z$", kept)
+    store = assert(resv.open { path = dir, sync = "process" })
+    t = assert(store:type("shop", "user"))
+    assert.equal("absent", assert(t:get(KEY)).status)
+    store:close()
+    helpers.remove_dir(kept)
+  end)
+
+  it("with on_os_crash = reset starts empty after an OS crash", function()
+    local store = assert(resv.open { path = dir, sync = "process" })
+    assert.equal("reserved", assert(store:type("shop", "user"):reserve(KEY, A, "a1", 60000)).status)
+    store:close()
+    store = nil
+    crash_the_os(dir)
+    store = assert(resv.open { path = dir, sync = "process", on_os_crash = "reset" })
+    assert.equal("absent", assert(store:type("shop", "user"):get(KEY)).status)
+    store:close()
+    local kept = assert(io.popen("ls -d " .. dir .. ".crashed-*")):read("*l")
+    assert.truthy(io.open(kept .. "/data.mdb")):close()
+    helpers.remove_dir(kept)
+  end)
+
   it("refuses bad options as invalid, naming them", function()
     local cases = {
       { { path = dir, uri = "mongodb://127.0.0.1:1/x" }, "^invalid: path and uri" },
       { { path = "" }, "^invalid: path" },
       { { path = 42 }, "^invalid: path" },
       { { path = dir, sync = "sometimes" }, "^invalid: sync" },
+      { { path = dir, on_os_crash = "ignore" }, "^invalid: on_os_crash" },
       { { path = dir, map_size = 4096 }, "^invalid: map_size" },
       { { path = dir, map_size = 2 ^ 60 }, "^invalid: map_size" },
       { { path = dir, sweep_grace_ms = -1 }, "^invalid: sweep_grace_ms" },

@@ -46,6 +46,8 @@ end
 function _M.remove_dir(path)
   os.remove(path .. "/data.mdb")
   os.remove(path .. "/lock.mdb")
+  os.remove(path .. "/resv.state")
+  os.remove(path .. "/resv.state.tmp")
   os.remove(path)
 end
 

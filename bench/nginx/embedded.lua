@@ -33,7 +33,7 @@ function _M.init_worker()
   store = assert(resv.open())
   store_raw = assert(resv.open())
   -- The file store (sync = "process"), in a directory the script made.
-  store_file = assert(resv.open { path = ngx.config.prefix() .. "store" })
+  store_file = assert(resv.open { path = ngx.config.prefix() .. "store", sync = "process" })
 end
 
 -- The floor: resv_call through the FFI with a request filled once per key,

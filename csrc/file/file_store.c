@@ -1,7 +1,8 @@
 /* file_store.c: the file store, one LMDB environment shared by every
  * process that opens the same directory (SPEC section 6).
  *
- * A directory holds LMDB's data.mdb and lock.mdb and nothing else. Its
+ * A directory holds LMDB's data.mdb and lock.mdb, the state file
+ * resv.state (file_state.c) and nothing else. Its
  * main database lists one named database per aggregate type, named as the
  * type's MongoDB collection (file_ops.c says what is inside), and one
  * named "resv" whose "format" record marks the directory as a resv store
@@ -10,20 +11,27 @@
  * anything is written.
  *
  * How a call runs, and why:
- * - sync = "process" (the default) commits without fsync (MDB_NOSYNC, and
- *   never MDB_WRITEMAP): a commit is in the OS's page cache when the call
- *   answers, so the crash of any process loses nothing answered, and
- *   LMDB's copy-on-write keeps the file consistent even when the OS itself
- *   crashes (which may then undo the last commits). A write transaction
- *   is a few microseconds, less than a hop to a dispatcher thread and
- *   back, so these calls run inline on the caller's thread, as the memory
- *   store's do.
- * - sync = "disk" commits with fsync, which costs a disk flush (hundreds
- *   of microseconds to milliseconds). These calls run on the dispatcher,
+ * - sync = "disk" (the default) commits with fsync, which costs a disk
+ *   flush (hundreds of microseconds to milliseconds), so an answered
+ *   write survives a crash of the OS. These calls run on the dispatcher,
  *   and concurrent writes of the process share a commit (group commit):
  *   the first writer to find no commit in progress takes every queued
  *   write into one transaction, commits it with one fsync and answers
  *   them all; writes queued meanwhile go into the next one.
+ * - sync = "process" commits without fsync (MDB_NOSYNC), writing its
+ *   pages through a writable map (MDB_WRITEMAP: no copy of each page
+ *   into a buffer and out with pwrite, so a write of a new key costs
+ *   less): a commit is in the OS's page cache when the call answers, so
+ *   the crash of any process loses nothing answered. The OS writes the
+ *   pages back in any order, so a crash of the OS may damage the file:
+ *   file_state.c records checkpoints in resv.state, and a store that may
+ *   be damaged is refused at open. (With MDB_WRITEMAP LMDB sizes data.mdb
+ *   to the whole map, a sparse file. Processes of both modes may share a
+ *   store: on Linux fdatasync and msync both flush the file's page cache,
+ *   whichever way its pages were written.) A write transaction is a few
+ *   microseconds, less than a hop to a dispatcher thread and back, so
+ *   these calls run inline on the caller's thread, as the memory store's
+ *   do.
  * - Reads (get) use a read-only transaction: they never wait for a writer,
  *   and keep working when the map is full.
  *
@@ -46,6 +54,7 @@
  * opens gets its own environment). */
 #include "file_internal.h"
 #include "file_check.h"
+#include "file_state.h"
 
 #include <bson/bson.h>
 #include <dirent.h>
@@ -73,6 +82,8 @@
 #define SWEEP_CHUNK 1024 /* records visited per transaction by sweep */
 #define RECLAIM_WHEN_FULL 1000000   /* at most, when the map is full */
 #define READER_CHECK_MS 1000
+/* The longest path of a store: room is left for the names of its files. */
+#define PATH_ROOM (PATH_MAX - 16)
 /* Past map_size, a write that can add data finds room only in pages
  * freed before: with fewer than this many it is refused as full. */
 #define FREE_PAGES_ENOUGH 64
@@ -95,6 +106,7 @@ typedef struct env {
   int refs; /* guarded by registry_mutex */
   MDB_env *mdb;
   bool disk;
+  resv__file_state_t *state; /* resv.state and the checkpoints */
   int64_t map_size;
   size_t limit_pages; /* map_size in pages: where writes that add stop */
   char path[PATH_MAX];
@@ -232,6 +244,20 @@ static void end_txn(env_t *e) {
   pthread_rwlock_unlock(&e->resize);
 }
 
+/* A write transaction: begin_txn, then (sync = "process") data.mdb has
+ * room on the disk and the state file says dirty before anything is
+ * written (file_state.c). */
+static int begin_write(env_t *e, MDB_txn **txn) {
+  int rc = begin_txn(e, 0, txn);
+  if (rc == 0 && ((rc = resv__file_state_room(e->state)) != 0 ||
+                  (rc = resv__file_state_dirty(e->state)) != 0)) {
+    mdb_txn_abort(*txn);
+    end_txn(e);
+  }
+  if (rc == 0) resv__file_state_wrote(e->state);
+  return rc;
+}
+
 /* A read-only transaction, renewed from the idle ones when there is one
  * (else begun); end_read resets it and keeps it, up to IDLE_READERS. A
  * renewal that fails (the map grew in another process, say) falls back to
@@ -283,7 +309,7 @@ static void check_readers(env_t *e, bool now_anyway) {
 /* ---- the directory and the environment --------------------------------- */
 
 /* Makes the directory when it is missing and refuses one holding anything
- * but LMDB's two files. */
+ * but LMDB's two files and the state file (file_state.c). */
 static bool check_directory(const char *path, struct stat *st, resv_error_t *err) {
   if (mkdir(path, 0777) != 0 && errno != EEXIST) /* the umask says who may enter */
     return errno == EACCES || errno == EPERM || errno == EROFS
@@ -300,10 +326,11 @@ static bool check_directory(const char *path, struct stat *st, resv_error_t *err
   struct dirent *de;
   while (ok && (de = readdir(dir))) {
     const char *n = de->d_name;
-    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb"))
+    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb") &&
+        strcmp(n, "resv.state") && strcmp(n, "resv.state.tmp"))
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s is not a resv store: it holds %s (a resv store "
-                      "holds only LMDB's data.mdb and lock.mdb)", path, n);
+                      "holds only LMDB's data.mdb and lock.mdb, and resv.state)", path, n);
   }
   closedir(dir);
   return ok;
@@ -344,7 +371,8 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       bson_t b = BSON_INITIALIZER;
       BSON_APPEND_INT32(&b, "format", STORE_FORMAT);
       MDB_val val = {b.len, (void *)bson_get_data(&b)};
-      if ((rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
+      if ((rc = resv__file_state_dirty(e->state)) == 0 &&
+          (rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
           (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
         rc = mdb_txn_commit(txn);
       else
@@ -398,6 +426,7 @@ static int64_t slack_of(int64_t map_size) {
 
 static void env_free(env_t *e) {
   for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
+  resv__file_state_close(e->state); /* checkpoints: before LMDB closes */
   if (e->mdb) mdb_env_close(e->mdb);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
@@ -407,8 +436,7 @@ static void env_free(env_t *e) {
 }
 
 static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
-                      bool disk, resv_error_t *err) {
-  if (!resv__file_check(path, err)) return NULL; /* file_check.c */
+                      bool disk, bool reset, resv_error_t *err) {
   env_t *e = calloc(1, sizeof *e);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
@@ -426,13 +454,20 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   pthread_mutex_init(&e->idle_mutex, NULL);
   pthread_mutex_init(&e->gc_mutex, NULL);
   atomic_init(&e->reader_check_at, 0);
+  /* The state file first: nothing may read data.mdb that resv.state says
+   * an OS crash may have damaged. */
+  if (!(e->state = resv__file_state_open(path, disk, reset, err)) ||
+      !resv__file_check(path, err)) { /* file_state.c, file_check.c */
+    env_free(e);
+    return NULL;
+  }
   int rc = mdb_env_create(&e->mdb);
   if (rc) {
     e->mdb = NULL;
   } else if (!(rc = mdb_env_set_maxdbs(e->mdb, MAX_TYPES + 1)) &&
              !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
              !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
-    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC), 0666);
+    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC | MDB_WRITEMAP), 0666);
     if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path);
   }
   if (rc) {
@@ -448,7 +483,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   mdb_env_stat(e->mdb, &est);
   e->limit_pages = (size_t)map_size / est.ms_psize;
   check_readers(e, true);
-  if (!check_marker(e, err)) {
+  if (!check_marker(e, err) || !resv__file_state_start(e->state, e->mdb, &e->resize, err)) {
     env_free(e);
     return NULL;
   }
@@ -483,9 +518,29 @@ static void file_type_free(void *backend, resv_type_t *type) {
   type->backend_state = NULL;
 }
 
+/* The type's database opened and its format record checked (flags 0)
+ * in a write transaction that creates them when missing, or (MDB_RDONLY)
+ * in a read-only one, which answers MDB_NOTFOUND or EACCES when there is
+ * something to create. */
+static int set_up_type(env_t *e, resv_type_t *type, unsigned flags, MDB_dbi *dbi,
+                       resv_error_t *err, bool *ok) {
+  MDB_txn *txn;
+  int rc = flags ? begin_txn(e, flags, &txn) : begin_write(e, &txn);
+  if (rc) return rc;
+  rc = mdb_dbi_open(txn, type->collection, flags ? 0 : MDB_CREATE, dbi);
+  if (rc == 0) rc = resv__file_format(txn, *dbi, type->collection, err, ok);
+  if (rc == 0 && *ok)
+    rc = mdb_txn_commit(txn); /* a read-only one keeps the handle too */
+  else
+    mdb_txn_abort(txn);
+  end_txn(e);
+  return rc;
+}
+
 /* Opens (creating it on first use, unless no_create) the type's database
  * and checks its format record, once per store and type; a failure is
- * tried again on the next call. */
+ * tried again on the next call. A type that is there already is set up without a write
+ * (with sync = "process" a write would make the state file dirty). */
 static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
   resv__file_type_t *ft = type->backend_state;
   if (atomic_load_explicit(&ft->ready, memory_order_acquire)) return true;
@@ -493,18 +548,10 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
   bool ok = true;
   pthread_mutex_lock(&e->setup);
   if (!atomic_load_explicit(&ft->ready, memory_order_acquire)) {
-    MDB_txn *txn;
     MDB_dbi dbi = 0;
-    int rc = begin_txn(e, 0, &txn);
-    if (rc == 0) {
-      rc = mdb_dbi_open(txn, type->collection, f->no_create ? 0 : MDB_CREATE, &dbi);
-      if (rc == 0) rc = resv__file_format(txn, dbi, type->collection, err, &ok);
-      if (rc == 0 && ok)
-        rc = mdb_txn_commit(txn);
-      else
-        mdb_txn_abort(txn);
-      end_txn(e);
-    }
+    int rc = set_up_type(e, type, MDB_RDONLY, &dbi, err, &ok);
+    if (rc == EACCES || (rc == MDB_NOTFOUND && !f->no_create))
+      rc = set_up_type(e, type, 0, &dbi, err, &ok);
     if (rc == MDB_INCOMPATIBLE)
       ok = resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
                       type->collection);
@@ -579,7 +626,7 @@ static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
     unsigned char at[RESV__FILE_KEY_MAX + 1];
     size_t at_len = ft->sweep_len;
     memcpy(at, ft->sweep_at, at_len);
-    if (begin_txn(e, 0, &txn)) return;
+    if (begin_write(e, &txn)) return;
     rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), chunk, &deleted);
     if (rc == 0)
       rc = mdb_txn_commit(txn);
@@ -644,7 +691,7 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
     bool ok = false;
     size_t deleted = 0;
     check_readers(e, false);
-    int rc = begin_txn(e, 0, &txn);
+    int rc = begin_write(e, &txn);
     if (rc) return lmdb_fail(e, err, rc, op_name(r->op));
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
@@ -668,7 +715,7 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
 static void run_batch(env_t *e, gc_op_t *batch) {
   MDB_txn *txn;
   check_readers(e, false);
-  int rc = begin_txn(e, 0, &txn);
+  int rc = begin_write(e, &txn);
   if (rc == 0 && over_limit(e)) { /* each on its own, as write_one decides */
     mdb_txn_abort(txn);
     end_txn(e);
@@ -749,7 +796,7 @@ static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *
     memcpy(before, at, at_len);
     MDB_txn *txn;
     check_readers(e, false);
-    int rc = begin_txn(e, 0, &txn);
+    int rc = begin_write(e, &txn);
     if (rc) return lmdb_fail(e, err, rc, "sweep");
     rc = resv__file_walk(txn, ft->dbi, at, &at_len, limit, chunk, &n);
     if (rc == 0)
@@ -825,7 +872,7 @@ static bool file_put(void *backend, resv_type_t *type, const resv_scan_entry_t *
   resv__file_type_t *ft = type->backend_state;
   MDB_txn *txn;
   bool ok = true;
-  int rc = begin_txn(env, 0, &txn);
+  int rc = begin_write(env, &txn);
   if (rc == 0) {
     rc = resv__file_put(txn, ft, e, outcome, err, &ok);
     if (rc == 0 && ok && *outcome == RESV_PUT_ADDED)
@@ -944,6 +991,24 @@ static bool store_exists(const char *path, resv_error_t *err) {
   return true;
 }
 
+/* The store's path made absolute against the working directory at open,
+ * so that a process that changes directory later keeps its store (the
+ * state file and the identity checks name it again on later calls). */
+static bool absolute_path(const char *given, char out[PATH_ROOM], resv_error_t *err) {
+  char cwd[PATH_MAX];
+  int n = -1;
+  if (given[0] == '/')
+    n = snprintf(out, PATH_ROOM, "%s", given);
+  else if (getcwd(cwd, sizeof cwd))
+    n = snprintf(out, PATH_ROOM, "%s/%s", cwd, given);
+  else
+    return resv__fail(err, RESV_EINVALID, "path: %s is relative and the working "
+                      "directory cannot be read: %s", given, strerror(errno));
+  if (n < 0 || n >= PATH_ROOM)
+    return resv__fail(err, RESV_EINVALID, "path: longer than %d bytes", PATH_ROOM - 1);
+  return true;
+}
+
 void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
                       resv_error_t *err) {
   int64_t map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
@@ -956,19 +1021,21 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
     resv__fail(err, RESV_EINVALID, "sync: must be process or disk");
     return NULL;
   }
+  if (o->on_os_crash != RESV_OS_CRASH_REFUSE && o->on_os_crash != RESV_OS_CRASH_RESET) {
+    resv__fail(err, RESV_EINVALID, "on_os_crash: must be refuse or reset");
+    return NULL;
+  }
   if (o->sweep_grace_ms < 0 || o->sweep_grace_ms > MAX_GRACE_MS) {
     resv__fail(err, RESV_EINVALID, "sweep_grace_ms: must be from 0 to 2^53, got %lld",
                (long long)o->sweep_grace_ms);
     return NULL;
   }
-  if (strlen(o->path) >= PATH_MAX - 16) {
-    resv__fail(err, RESV_EINVALID, "path: longer than %d bytes", PATH_MAX - 16);
-    return NULL;
-  }
+  char path[PATH_ROOM];
+  if (!absolute_path(o->path, path, err)) return NULL;
   bool disk = o->sync == RESV_SYNC_DISK;
   struct stat st;
-  if (o->no_create && !store_exists(o->path, err)) return NULL;
-  if (!check_directory(o->path, &st, err)) return NULL;
+  if (o->no_create && !store_exists(path, err)) return NULL;
+  if (!check_directory(path, &st, err)) return NULL;
   file_t *f = calloc(1, sizeof *f);
   if (!f) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
@@ -989,12 +1056,13 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
     e = e->next;
   if (e && e->disk != disk) {
     resv__fail(err, RESV_EINVALID,
-               "sync: %s is already open in this process with sync = %s", o->path,
+               "sync: %s is already open in this process with sync = %s", path,
                e->disk ? "disk" : "process");
     e = NULL;
   } else if (e) {
     e->refs++;
-  } else if ((e = env_new(o->path, &st, map_size, disk, err))) {
+  } else if ((e = env_new(path, &st, map_size, disk,
+                            o->on_os_crash == RESV_OS_CRASH_RESET, err))) {
     e->next = registry;
     registry = e;
   }

@@ -18,6 +18,7 @@ static const struct {
     SUITE(job),          SUITE(mongo_replset), SUITE(failover), SUITE(deploy),
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),   SUITE(file_records),
+    SUITE(file_state),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),
     SUITE(no_create),
     SUITE(file_integrity),

@@ -32,6 +32,7 @@ static void open_pair(pair_t *p, int kind) {
     test_temp_dir(p->dir, sizeof p->dir);
     p->maker = test_open_file(p->dir, RESV_SYNC_PROCESS);
     o.path = p->dir;
+    o.sync = RESV_SYNC_PROCESS; /* one environment of a process has one sync */
   } else {
     p->maker = test_open(test_mongo_uri());
     o.uri = test_mongo_uri();

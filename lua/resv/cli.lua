@@ -137,5 +137,6 @@ _M.json = output.json
 _M.emit = output.emit
 _M.open_type = commands.open_type
 _M.copy_stores = copy.copy_stores
+require("resv.cli.recover")(_M)
 
 return _M
