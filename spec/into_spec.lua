@@ -199,7 +199,11 @@ describe("{ into = t } on the memory store", function()
     local opts = { into = {} }
     for _, case in ipairs { { A, "reserved" }, { B, "conflict" } } do
       local fresh = grows_by(plain, case[1], nil, case[2])
-      local reused = grows_by(into, case[1], opts, case[2])
+      -- The smaller of two passes: the first may still be compiling traces
+      -- (a trace aborted under the spec runner's own allocations runs that
+      -- pass interpreted); an answer that allocates does so in both.
+      local reused = math.min(grows_by(into, case[1], opts, case[2]),
+                              grows_by(into, case[1], opts, case[2]))
       assert.is_true(fresh > 80, case[2] .. ", fresh answers: " .. fresh .. " bytes a call")
       assert.is_true(reused < 8, case[2] .. ", answers into a table: " .. reused .. " bytes a call")
     end
