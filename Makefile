@@ -93,9 +93,14 @@ $(O)/libresv.so: $(LIB_OBJ) Makefile
 $(O)/libresv.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
+$(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a $(O)/resv_freeze
 	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(O)/libresv.a $(LIBS_ALL) \
 	  $(shell pkg-config --libs check)
+
+# A writer frozen inside a commit, for the tests of a host never blocked
+# (the file_gate suite and test-nginx run it beside resv_tests).
+$(O)/resv_freeze: csrc/test/tools/freeze_committer.c $(O)/libresv.a
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(O)/libresv.a $(LIBS_ALL)
 
 # ---- tests ------------------------------------------------------------
 

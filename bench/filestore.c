@@ -46,6 +46,8 @@ static void remove_dir(void) {
   unlink(file);
   snprintf(file, sizeof file, "%s/lock.mdb", dir);
   unlink(file);
+  snprintf(file, sizeof file, "%s/resv.gate", dir);
+  unlink(file);
   rmdir(dir);
 }
 

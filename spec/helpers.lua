@@ -38,6 +38,7 @@ end
 function _M.remove_dir(path)
   os.remove(path .. "/data.mdb")
   os.remove(path .. "/lock.mdb")
+  os.remove(path .. "/resv.gate")
   os.remove(path)
 end
 

@@ -145,7 +145,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     free(store);
     return NULL;
   }
-  if (!store->ops->runs_inline) {
+  if (!store->ops->runs_inline || store->ops->hands_off) {
     store->pool = resv__pool_new(o.threads, o.queue, err);
     if (!store->pool) {
       store->ops->destroy(store->backend);
@@ -304,6 +304,13 @@ void resv_store_close(resv_store_t *store) {
   /* Nothing left that could wait on a server: an inline store (its calls
    * never wait), or one already shut down. Else a reaper does it. */
   bool shut = !store->pool;
+  if (!shut && store->ops->hands_off) {
+    /* Its dispatcher runs only the calls that had to wait: when none is
+     * there, the teardown waits on nothing. */
+    int64_t waiting, running;
+    resv__pool_load(store->pool, &waiting, &running);
+    shut = waiting == 0 && running == 0;
+  }
   if (!shut && pthread_mutex_trylock(&store->shutdown_mutex) == 0) {
     shut = store->shut;
     pthread_mutex_unlock(&store->shutdown_mutex);
@@ -351,7 +358,7 @@ bool resv_store_is_sharded(const resv_store_t *store) {
 }
 
 bool resv_store_runs_inline(const resv_store_t *store) {
-  return store->ops->runs_inline;
+  return store->ops->runs_inline && !store->ops->hands_off;
 }
 
 void resv_store_describe(const resv_store_t *store, char *buf, size_t size) {
@@ -490,7 +497,7 @@ static bool run_to_the_end(resv_store_t *store, resv_type_t *type, resv__work_fn
   resv_job_t *job = resv__job_new(type, NULL, work, NULL, deadline, err);
   if (!job) return false;
   job->user = call;
-  if (!store->pool) {
+  if (store->ops->runs_inline) {
     atomic_fetch_add(&store->active, 1);
     if (check_open(store, &job->error)) work(job);
     atomic_fetch_sub(&store->active, 1);
@@ -635,14 +642,15 @@ bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
   return c.ok;
 }
 
-static bool run_inline(resv_type_t *type, const resv_request_t *req,
+/* Runs a call on the caller's thread; deadline is RESV__DEADLINE_MAY_WAIT
+ * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else). */
+static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t deadline,
                        resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
   atomic_fetch_add(&store->active, 1);
   bool ok = check_open(store, err) &&
-            /* An inline backend answers without waiting: no deadline. */
             store->ops->execute(store->backend, type, req, resv_store_now(store),
-                                INT64_MAX, answer, err);
+                                deadline, answer, err);
   atomic_fetch_sub(&store->active, 1);
   return ok;
 }
@@ -673,10 +681,16 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
     resv__job_finish(job);
     return job;
   }
-  if (!store->pool) {
-    run_inline(type, &job->request, &job->answer, &job->error);
-    resv__job_finish(job);
-    return job;
+  if (store->ops->runs_inline) {
+    /* With a dispatcher to hand it to, the call must not wait here. */
+    int64_t deadline = store->pool ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
+    if (run_inline(type, &job->request, deadline, &job->answer, &job->error) ||
+        job->error.code != RESV__EWOULDBLOCK) {
+      resv__job_finish(job);
+      return job;
+    }
+    resv__error_clear(&job->error);
+    resv_answer_clear(&job->answer);
   }
   if (!resv__pool_submit(store->pool, job, &job->error)) resv__job_finish(job);
   return job;
@@ -696,11 +710,11 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
-  if (!store->pool || store->ops->blocking_inline) {
+  if (store->ops->runs_inline || store->ops->blocking_inline) {
     if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
-      return run_inline(type, req, answer, err);
+      return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
     if (store->sampled && !resv__stats_sample()) {
-      bool ok = run_inline(type, req, answer, err);
+      bool ok = run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
       if (ok)
         resv__stats_answered(store->stats, req->op, answer->status);
       else
@@ -708,7 +722,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
       return ok;
     }
     int64_t started = resv__now_ns();
-    bool ok = run_inline(type, req, answer, err);
+    bool ok = run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
     resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
                      resv__now_ns() - started);
     return ok;

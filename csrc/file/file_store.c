@@ -1,7 +1,8 @@
 /* file_store.c: the file store, one LMDB environment shared by every
  * process that opens the same directory (SPEC section 6).
  *
- * A directory holds LMDB's data.mdb and lock.mdb and nothing else. Its
+ * A directory holds LMDB's data.mdb and lock.mdb, the write gate
+ * resv.gate (file_gate.c) and nothing else. Its
  * main database lists one named database per aggregate type, named as the
  * type's MongoDB collection (file_ops.c says what is inside), and one
  * named "resv" whose "format" record marks the directory as a resv store
@@ -27,12 +28,21 @@
  * - Reads (get) use a read-only transaction: they never wait for a writer,
  *   and keep working when the map is full.
  *
+ * Every writer takes the write gate before LMDB's writer lock
+ * (begin_write), so no call waits for another writer past its deadline:
+ * a call on the caller's thread from a host that must not block only
+ * tries the gate and, finding it taken, answers RESV__EWOULDBLOCK, which
+ * hands it to the store's dispatcher; there, and in a caller that may
+ * block, the wait for the gate ends at the call's deadline (timeout).
+ * Opening an existing store only reads, so it waits for no writer either.
+ *
  * A process killed at any instant: LMDB's writer lock is a robust
  * process-shared mutex, so the next writer takes it over and the dead
  * writer's uncommitted transaction is simply not there (nothing it had
  * answered was uncommitted). A reader slot left by a dead process pins old
  * pages: mdb_reader_check clears such slots at open, at most once a second
- * on writes, and when the map is full.
+ * on writes and on reads that find the reader table full, and when the
+ * map is full.
  *
  * LMDB forbids opening one environment twice in a process (closing either
  * would drop the other's locks), so stores of one process on one directory
@@ -84,6 +94,7 @@ typedef struct env {
   pid_t pid;
   int refs; /* guarded by registry_mutex */
   MDB_env *mdb;
+  resv__gate_t *gate; /* taken by every writer before LMDB's lock */
   bool disk;
   int64_t map_size;
   size_t limit_pages; /* map_size in pages: where writes that add stop */
@@ -112,6 +123,7 @@ typedef struct env {
 typedef struct file {
   env_t *env;
   int64_t grace_ms;
+  int64_t timeout_ms; /* the store's, for the calls that give none */
   int32_t max_holds;
 } file_t;
 
@@ -124,6 +136,7 @@ struct gc_op {
   int64_t now;
   resv_answer_t *answer;
   resv_error_t *err;
+  int64_t deadline;
   pthread_cond_t wake; /* its commit is done, or it is to lead the next */
   bool ok;
   bool done;
@@ -176,12 +189,17 @@ static bool lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char *wha
 /* Begins a transaction (flags 0 or MDB_RDONLY) with e->resize held
  * shared; end_txn releases it once the transaction is committed or
  * aborted. */
+static int check_readers(env_t *e, bool now_anyway);
+
 static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   for (;;) {
     pthread_rwlock_rdlock(&e->resize);
     int rc = mdb_txn_begin(e->mdb, NULL, flags, txn);
     if (rc == 0) return 0;
     pthread_rwlock_unlock(&e->resize);
+    /* A full reader table may be full of dead processes' slots (a process
+     * that only reads would never clear them otherwise). */
+    if (rc == MDB_READERS_FULL && check_readers(e, false) > 0) continue;
     if (rc != MDB_MAP_RESIZED) return rc;
     /* Another process grew the map: adopt its size, with no transaction
      * of this process open. */
@@ -193,6 +211,39 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
 }
 
 static void end_txn(env_t *e) { pthread_rwlock_unlock(&e->resize); }
+
+/* begin_write's answer when the write gate was not taken (err says why). */
+#define GATE_REFUSED (-1)
+
+/* Begins a write transaction behind the write gate (file_gate.c), which
+ * it waits for until deadline; with RESV__DEADLINE_NO_WAIT it only tries,
+ * and answers RESV__EWOULDBLOCK when the gate is taken. Returns
+ * GATE_REFUSED with err filled, or begin_txn's code (the gate held when
+ * 0); end_write ends what it began. */
+static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_t *err,
+                       MDB_txn **txn) {
+  if (!resv__gate_try(e->gate)) {
+    if (deadline == RESV__DEADLINE_NO_WAIT) {
+      resv__fail(err, RESV__EWOULDBLOCK, "%s: another writer holds the gate", what);
+      return GATE_REFUSED;
+    }
+    if (!resv__gate_enter(e->gate, deadline, what, err)) return GATE_REFUSED;
+  }
+  int rc = begin_txn(e, 0, txn);
+  if (rc) resv__gate_leave(e->gate);
+  return rc;
+}
+
+static void end_write(env_t *e) {
+  end_txn(e);
+  resv__gate_leave(e->gate);
+}
+
+/* lmdb_fail for a code of begin_write's: err is filled already when the
+ * gate was refused. */
+static bool write_fail(const env_t *e, resv_error_t *err, int rc, const char *what) {
+  return rc == GATE_REFUSED ? false : lmdb_fail(e, err, rc, what);
+}
 
 /* A read-only transaction, renewed from the idle ones when there is one
  * (else begun); end_read resets it and keeps it, up to IDLE_READERS. A
@@ -226,15 +277,17 @@ static void end_read(env_t *e, MDB_txn *txn) {
   end_txn(e);
 }
 
-/* Clears the reader slots of dead processes, at most once a second. */
-static void check_readers(env_t *e, bool now_anyway) {
+/* Clears the reader slots of dead processes, at most once a second.
+ * Returns how many it cleared. */
+static int check_readers(env_t *e, bool now_anyway) {
   int64_t now = resv__monotonic_ms();
   int64_t at = atomic_load_explicit(&e->reader_check_at, memory_order_relaxed);
   if (!now_anyway && (now < at || !atomic_compare_exchange_strong(
                                       &e->reader_check_at, &at, now + READER_CHECK_MS)))
-    return;
-  int dead;
+    return 0;
+  int dead = 0;
   mdb_reader_check(e->mdb, &dead);
+  return dead;
 }
 
 /* ---- the directory and the environment --------------------------------- */
@@ -256,28 +309,39 @@ static bool check_directory(const char *path, struct stat *st, resv_error_t *err
   struct dirent *de;
   while (ok && (de = readdir(dir))) {
     const char *n = de->d_name;
-    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb"))
+    if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb") &&
+        strcmp(n, RESV__GATE_FILE))
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s is not a resv store: it holds %s (a resv store "
-                      "holds only LMDB's data.mdb and lock.mdb)", path, n);
+                      "holds only LMDB's data.mdb and lock.mdb and its " RESV__GATE_FILE ")", path, n);
   }
   closedir(dir);
   return ok;
 }
 
 /* Checks the "resv" database's format record, or writes it into an empty
- * environment. */
-static bool check_marker(env_t *e, resv_error_t *err) {
+ * environment. Without write it reads only (a store opens without
+ * waiting for its writers) and sets *unmarked when the environment is
+ * empty: then it is to run again with write, behind the gate. */
+static bool check_marker(env_t *e, bool write, int64_t deadline, resv_error_t *err,
+                         bool *unmarked) {
   MDB_txn *txn;
   MDB_dbi main_dbi, marker;
   MDB_stat st;
   bool ok = true;
-  int rc = begin_txn(e, 0, &txn);
-  if (rc) return lmdb_fail(e, err, rc, "open");
+  int rc = write ? begin_write(e, deadline, "open", err, &txn)
+                 : begin_txn(e, MDB_RDONLY, &txn);
+  if (rc) return write_fail(e, err, rc, "open");
   rc = mdb_dbi_open(txn, marker_name, 0, &marker);
   if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
     if (rc == MDB_NOTFOUND && (rc = mdb_dbi_open(txn, NULL, 0, &main_dbi)) == 0 &&
         (rc = mdb_stat(txn, main_dbi, &st)) == 0 && st.ms_entries == 0) {
+      if (!write) {
+        mdb_txn_abort(txn);
+        end_txn(e);
+        *unmarked = true;
+        return true;
+      }
       /* A new store: mark it. */
       MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
       bson_t b = BSON_INITIALIZER;
@@ -289,7 +353,7 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       else
         mdb_txn_abort(txn);
       bson_destroy(&b);
-      end_txn(e);
+      end_write(e);
       return rc ? lmdb_fail(e, err, rc, "open") : true;
     }
     if (rc == 0 || rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
@@ -319,7 +383,10 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       rc = 0;
   }
   mdb_txn_abort(txn);
-  end_txn(e);
+  if (write)
+    end_write(e);
+  else
+    end_txn(e);
   return rc ? lmdb_fail(e, err, rc, "open") : ok;
 }
 
@@ -336,6 +403,7 @@ static int64_t slack_of(int64_t map_size) {
 static void env_free(env_t *e) {
   for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
   if (e->mdb) mdb_env_close(e->mdb);
+  resv__gate_close(e->gate);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
   pthread_mutex_destroy(&e->idle_mutex);
@@ -344,7 +412,7 @@ static void env_free(env_t *e) {
 }
 
 static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
-                      bool disk, resv_error_t *err) {
+                      bool disk, int64_t timeout_ms, resv_error_t *err) {
   env_t *e = calloc(1, sizeof *e);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
@@ -362,6 +430,10 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   pthread_mutex_init(&e->idle_mutex, NULL);
   pthread_mutex_init(&e->gc_mutex, NULL);
   atomic_init(&e->reader_check_at, 0);
+  if (!(e->gate = resv__gate_open(path, err))) {
+    env_free(e);
+    return NULL;
+  }
   int rc = mdb_env_create(&e->mdb);
   if (rc) {
     e->mdb = NULL;
@@ -383,7 +455,10 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   mdb_env_stat(e->mdb, &est);
   e->limit_pages = (size_t)map_size / est.ms_psize;
   check_readers(e, true);
-  if (!check_marker(e, err)) {
+  bool unmarked = false;
+  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), timeout_ms);
+  if (!check_marker(e, false, deadline, err, &unmarked) ||
+      (unmarked && !check_marker(e, true, deadline, err, &unmarked))) {
     env_free(e);
     return NULL;
   }
@@ -420,16 +495,19 @@ static void file_type_free(void *backend, resv_type_t *type) {
 /* Opens (creating it on first use) the type's database and checks its
  * format record, once per store and type; a failure is tried again on
  * the next call. */
-static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
+static bool type_ready(file_t *f, resv_type_t *type, int64_t deadline, resv_error_t *err) {
   resv__file_type_t *ft = type->backend_state;
   if (atomic_load_explicit(&ft->ready, memory_order_acquire)) return true;
   env_t *e = f->env;
   bool ok = true;
-  pthread_mutex_lock(&e->setup);
+  if (deadline != RESV__DEADLINE_NO_WAIT)
+    pthread_mutex_lock(&e->setup);
+  else if (pthread_mutex_trylock(&e->setup) != 0) /* a set-up waits for the gate */
+    return resv__fail(err, RESV__EWOULDBLOCK, "set up the type: another one is under way");
   if (!atomic_load_explicit(&ft->ready, memory_order_acquire)) {
     MDB_txn *txn;
     MDB_dbi dbi = 0;
-    int rc = begin_txn(e, 0, &txn);
+    int rc = begin_write(e, deadline, "set up the type", err, &txn);
     if (rc == 0) {
       rc = mdb_dbi_open(txn, type->collection, MDB_CREATE, &dbi);
       if (rc == 0) rc = resv__file_format(txn, dbi, type->collection, err, &ok);
@@ -437,9 +515,11 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
         rc = mdb_txn_commit(txn);
       else
         mdb_txn_abort(txn);
-      end_txn(e);
+      end_write(e);
     }
-    if (rc == MDB_INCOMPATIBLE)
+    if (rc == GATE_REFUSED)
+      ok = false;
+    else if (rc == MDB_INCOMPATIBLE)
       ok = resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
                       type->collection);
     else if (rc)
@@ -447,7 +527,7 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
     if (ok) {
       ft->dbi = dbi;
       atomic_store_explicit(&ft->ready, true, memory_order_release);
-    } else {
+    } else if (err && err->code != RESV__EWOULDBLOCK) {
       resv__type_count(type, RESV__STAT_SETUP_FAILURE);
     }
   }
@@ -491,7 +571,8 @@ static bool read_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
  * deletion copies its pages too, and the pages a transaction frees are
  * free for the next one only, so when even a small chunk finds no room
  * the chunks shrink to one record and grow again as room comes back. */
-static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
+static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now,
+                              int64_t deadline) {
   env_t *e = f->env;
   MDB_txn *txn;
   MDB_stat st;
@@ -508,13 +589,14 @@ static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
     unsigned char at[RESV__FILE_KEY_MAX + 1];
     size_t at_len = ft->sweep_len;
     memcpy(at, ft->sweep_at, at_len);
-    if (begin_txn(e, 0, &txn)) return;
+    resv_error_t gate_err;
+    if (begin_write(e, deadline, "reclaim", &gate_err, &txn)) return;
     rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), chunk, &deleted);
     if (rc == 0)
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     if (rc == 0) {
       done += chunk;
       if (chunk < RECLAIM_CHUNK) chunk *= 2;
@@ -566,15 +648,15 @@ static bool adds_data(const resv_request_t *r) {
 /* One write in its own transaction, with the expired records it passes
  * reclaimed; when the map is full, reclaims and tries once more. */
 static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                      int64_t now, resv_answer_t *a, resv_error_t *err) {
+                      int64_t now, int64_t deadline, resv_answer_t *a, resv_error_t *err) {
   env_t *e = f->env;
   for (int round = 0;; round++) {
     MDB_txn *txn;
     bool ok = false;
     size_t deleted = 0;
     check_readers(e, false);
-    int rc = begin_txn(e, 0, &txn);
-    if (rc) return lmdb_fail(e, err, rc, op_name(r->op));
+    int rc = begin_write(e, deadline, op_name(r->op), err, &txn);
+    if (rc) return write_fail(e, err, rc, op_name(r->op));
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
     else
@@ -584,10 +666,10 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     if (rc == 0) return ok;
     if (rc != MDB_MAP_FULL || round > 0) return lmdb_fail(e, err, rc, op_name(r->op));
-    reclaim_when_full(f, ft, now);
+    reclaim_when_full(f, ft, now, deadline);
   }
 }
 
@@ -596,11 +678,18 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
  * own transaction, so one write's failure is only its own. */
 static void run_batch(env_t *e, gc_op_t *batch) {
   MDB_txn *txn;
+  int64_t deadline = batch->deadline; /* the batch's latest */
+  for (gc_op_t *o = batch; o; o = o->next)
+    if (o->deadline > deadline) deadline = o->deadline;
   check_readers(e, false);
-  int rc = begin_txn(e, 0, &txn);
+  int rc = begin_write(e, deadline, op_name(batch->req->op), batch->err, &txn);
+  if (rc == GATE_REFUSED) { /* every write of the batch answers why */
+    for (gc_op_t *o = batch->next; o; o = o->next) *o->err = *batch->err;
+    return;
+  }
   if (rc == 0 && over_limit(e)) { /* each on its own, as write_one decides */
     mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     rc = MDB_MAP_FULL;
   } else if (rc == 0) {
     for (gc_op_t *o = batch; o && rc == 0; o = o->next) {
@@ -615,11 +704,11 @@ static void run_batch(env_t *e, gc_op_t *batch) {
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
   }
   if (rc == 0) return;
   for (gc_op_t *o = batch; o; o = o->next)
-    o->ok = write_one(o->file, o->ft, o->req, o->now, o->answer, o->err);
+    o->ok = write_one(o->file, o->ft, o->req, o->now, o->deadline, o->answer, o->err);
 }
 
 /* Queues a write for the next group commit and waits for it: the first
@@ -628,9 +717,11 @@ static void run_batch(env_t *e, gc_op_t *batch) {
  * commit, and the first of those queued meanwhile to lead the next (one
  * broadcast woke every waiter for each commit: a thundering herd). */
 static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                          int64_t now, resv_answer_t *a, resv_error_t *err) {
+                          int64_t now, int64_t deadline, resv_answer_t *a,
+                          resv_error_t *err) {
   env_t *e = f->env;
-  gc_op_t op = {.file = f, .ft = ft, .req = r, .now = now, .answer = a, .err = err};
+  gc_op_t op = {.file = f, .ft = ft, .req = r, .now = now, .answer = a, .err = err,
+                .deadline = deadline};
   pthread_cond_init(&op.wake, NULL);
   pthread_mutex_lock(&e->gc_mutex);
   if (e->gc_tail)
@@ -666,8 +757,8 @@ static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t
 /* sweep: the whole type, SWEEP_CHUNK records per write transaction (so
  * other writers run between chunks); a chunk the full map refuses runs
  * again one record at a time. */
-static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *a,
-                  resv_error_t *err) {
+static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, int64_t deadline,
+                  resv_answer_t *a, resv_error_t *err) {
   env_t *e = f->env;
   unsigned char at[RESV__FILE_KEY_MAX + 1];
   size_t at_len = 0, deleted = 0, chunk = SWEEP_CHUNK;
@@ -678,14 +769,14 @@ static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *
     memcpy(before, at, at_len);
     MDB_txn *txn;
     check_readers(e, false);
-    int rc = begin_txn(e, 0, &txn);
-    if (rc) return lmdb_fail(e, err, rc, "sweep");
+    int rc = begin_write(e, deadline, "sweep", err, &txn);
+    if (rc) return write_fail(e, err, rc, "sweep");
     rc = resv__file_walk(txn, ft->dbi, at, &at_len, limit, chunk, &n);
     if (rc == 0)
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     if (rc == MDB_MAP_FULL && chunk > 1) {
       memcpy(at, before, before_len); /* the chunk did not happen */
       at_len = before_len;
@@ -705,15 +796,21 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
                          int64_t now, int64_t deadline, resv_answer_t *a,
                          resv_error_t *err) {
   file_t *f = backend;
-  if (!type_ready(f, type, err)) return false;
+  if (deadline == RESV__DEADLINE_MAY_WAIT) /* a blocking caller's: its own */
+    deadline = resv__add_ms_sat(resv__monotonic_ms(),
+                                r->timeout_ms > 0 ? r->timeout_ms : f->timeout_ms);
+  if (!type_ready(f, type, deadline, err)) return false;
   resv__file_type_t *ft = type->backend_state;
   if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err, NULL);
-  if (r->op == RESV_OP_SWEEP) return sweep(f, ft, now, a, err);
+  if (r->op == RESV_OP_SWEEP) /* a whole type: never on an event loop */
+    return deadline == RESV__DEADLINE_NO_WAIT
+               ? resv__fail(err, RESV__EWOULDBLOCK, "sweep: runs on the dispatcher")
+               : sweep(f, ft, now, deadline, a, err);
   bool write_needed = true;
   bool ok = read_one(f, ft, r, now, a, err, &write_needed);
   if (!write_needed) return ok;
-  if (f->env->disk) return write_grouped(f, ft, r, now, a, err);
-  return write_one(f, ft, r, now, a, err);
+  if (f->env->disk) return write_grouped(f, ft, r, now, deadline, a, err);
+  return write_one(f, ft, r, now, deadline, a, err);
 }
 
 /* A page of resv_type_scan (file_scan.c) in a read-only transaction. The
@@ -750,20 +847,20 @@ static bool file_put(void *backend, resv_type_t *type, const resv_scan_entry_t *
                      int64_t deadline, int32_t *outcome, resv_error_t *err) {
   file_t *f = backend;
   env_t *env = f->env;
-  if (!type_ready(f, type, err)) return false;
+  if (!type_ready(f, type, deadline, err)) return false;
   resv__file_type_t *ft = type->backend_state;
   MDB_txn *txn;
   bool ok = true;
-  int rc = begin_txn(env, 0, &txn);
+  int rc = begin_write(env, deadline, "put", err, &txn);
   if (rc == 0) {
     rc = resv__file_put(txn, ft, e, outcome, err, &ok);
     if (rc == 0 && ok && *outcome == RESV_PUT_ADDED)
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(env);
+    end_write(env);
   }
-  return rc ? lmdb_fail(env, err, rc, "put") : ok;
+  return rc ? write_fail(env, err, rc, "put") : ok;
 }
 
 /* resv_store_types: the named databases, read from LMDB's main database
@@ -830,6 +927,7 @@ static void file_destroy(void *backend) {
 static const resv__backend_ops_t process_ops = {
     .name = "file",
     .runs_inline = true,
+    .hands_off = true,
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,
@@ -887,6 +985,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   }
   f->grace_ms = o->sweep_grace_ms ? o->sweep_grace_ms : DEFAULT_GRACE_MS;
   f->max_holds = o->max_holds ? o->max_holds : RESV__DEFAULT_MAX_HOLDS;
+  f->timeout_ms = o->timeout_ms ? o->timeout_ms : RESV__DEFAULT_TIMEOUT_MS;
 
   pthread_once(&registry_once, registry_atfork);
   registry_lock();
@@ -900,7 +999,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
     e = NULL;
   } else if (e) {
     e->refs++;
-  } else if ((e = env_new(o->path, &st, map_size, disk, err))) {
+  } else if ((e = env_new(o->path, &st, map_size, disk, o->timeout_ms, err))) {
     e->next = registry;
     registry = e;
   }
