@@ -98,7 +98,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a $(O)/resv_freeze
 	  $(shell pkg-config --libs check)
 
 # A writer frozen inside a commit, for the tests of a host never blocked
-# (the file_gate suite and test-nginx run it beside resv_tests).
+# (the nonblocking suite and test-nginx run it beside resv_tests).
 $(O)/resv_freeze: csrc/test/tools/freeze_committer.c $(O)/libresv.a
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(O)/libresv.a $(LIBS_ALL)
 
@@ -259,7 +259,7 @@ test-hosts: $(O)/libresv.so
 	  nvim --headless -u NONE -c "luafile examples/hosts/nvim.lua"' </dev/null
 
 # The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI.
-test-nginx: $(O)/libresv.so
+test-nginx: $(O)/libresv.so $(O)/resv_freeze
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_gateway.py
 
 # The resv command (bin/resv) on a file store and on the emulator or

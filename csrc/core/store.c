@@ -29,6 +29,10 @@ struct resv_store {
   pid_t pid;          /* the process that opened the store */
   unsigned generation; /* fork_generation in that process */
   atomic_bool closed;
+  /* The owner's reference, and a stopper's while it runs (resv_store_stop):
+   * whoever lets go last tears the store down. */
+  atomic_int refs;
+  atomic_bool stopping; /* a stopper was started */
   pthread_mutex_t shutdown_mutex; /* guards shut; held while shutting down */
   bool shut;          /* resv_store_shutdown's work is done */
   atomic_int active;  /* inline calls in progress */
@@ -160,6 +164,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   store->timeout_ms = o.timeout_ms;
   store->max_string = (size_t)o.max_string;
   atomic_init(&store->clock_ms, SYSTEM_CLOCK);
+  atomic_init(&store->refs, 1);
   pthread_mutex_init(&store->types_mutex, NULL);
   pthread_mutex_init(&store->shutdown_mutex, NULL);
   return store;
@@ -229,6 +234,7 @@ static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
 typedef struct reaper {
   pthread_t thread;
   resv_store_t *store;
+  bool stop_only; /* resv_store_stop's: shuts down, frees only when last */
   bool done;
   struct reaper *next;
 } reaper_t;
@@ -273,9 +279,19 @@ static void install_reapers(void) {
   pthread_atfork(reapers_lock, reapers_unlock, reapers_after_fork_child);
 }
 
+/* Drops a reference to the store; the last one tears it down. */
+static void store_unref(resv_store_t *store) {
+  if (atomic_fetch_sub(&store->refs, 1) == 1) teardown(store);
+}
+
 static void *reap(void *arg) {
   reaper_t *r = arg;
-  teardown(r->store);
+  if (r->stop_only) {
+    resv_store_shutdown(r->store);
+    store_unref(r->store);
+  } else {
+    teardown(r->store);
+  }
   pthread_mutex_lock(&reapers_mutex);
   r->done = true;
   if (--reapers == 0) pthread_cond_broadcast(&reapers_cond);
@@ -290,6 +306,28 @@ int resv__store_reapers(void) {
   return n;
 }
 
+/* Starts a reaper thread on store (stop_only: resv_store_stop's). False
+ * when there is no memory or thread for one. */
+static bool start_reaper(resv_store_t *store, bool stop_only) {
+  pthread_once(&reapers_once, install_reapers);
+  reaper_t *r = calloc(1, sizeof *r);
+  if (!r) return false;
+  r->store = store;
+  r->stop_only = stop_only;
+  pthread_mutex_lock(&reapers_mutex);
+  join_done_reapers_locked();
+  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
+    pthread_mutex_unlock(&reapers_mutex);
+    free(r);
+    return false;
+  }
+  reapers++;
+  r->next = reaper_list;
+  reaper_list = r;
+  pthread_mutex_unlock(&reapers_mutex);
+  return true;
+}
+
 void resv_store_close(resv_store_t *store) {
   if (!store) return;
   if (forked(store)) {
@@ -301,6 +339,8 @@ void resv_store_close(resv_store_t *store) {
     return;
   }
   atomic_store(&store->closed, true);
+  /* A stopper still running frees the store when it is done. */
+  if (atomic_fetch_sub(&store->refs, 1) != 1) return;
   /* Nothing left that could wait on a server: an inline store (its calls
    * never wait), or one already shut down. Else a reaper does it. */
   bool shut = !store->pool;
@@ -315,29 +355,19 @@ void resv_store_close(resv_store_t *store) {
     shut = store->shut;
     pthread_mutex_unlock(&store->shutdown_mutex);
   }
-  if (shut) {
-    teardown(store);
-    return;
+  if (shut || !start_reaper(store, false))
+    teardown(store); /* without a thread to be had, here, waiting */
+}
+
+void resv_store_stop(resv_store_t *store) {
+  if (!store) return;
+  atomic_store(&store->closed, true); /* new calls answer closed from here */
+  if (forked(store) || !store->pool || atomic_exchange(&store->stopping, true)) return;
+  atomic_fetch_add(&store->refs, 1);
+  if (!start_reaper(store, true)) {
+    resv_store_shutdown(store); /* without a thread to be had, here, waiting */
+    atomic_fetch_sub(&store->refs, 1);
   }
-  pthread_once(&reapers_once, install_reapers);
-  reaper_t *r = calloc(1, sizeof *r);
-  if (!r) {
-    teardown(store); /* no memory for a reaper: do it here, waiting */
-    return;
-  }
-  r->store = store;
-  pthread_mutex_lock(&reapers_mutex);
-  join_done_reapers_locked();
-  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
-    pthread_mutex_unlock(&reapers_mutex);
-    free(r);
-    teardown(store); /* no thread to be had: do it here, waiting */
-    return;
-  }
-  reapers++;
-  r->next = reaper_list;
-  reaper_list = r;
-  pthread_mutex_unlock(&reapers_mutex);
 }
 
 void resv_store_set_time(resv_store_t *store, int64_t ms) {
@@ -664,9 +694,11 @@ static void execute_job(resv_job_t *job) {
 
 /* Makes and queues the job of a request (validated unless `validated`
  * says it already was); a job that cannot be queued is finished with its
- * error. */
+ * error. An inline store runs it on the caller's thread first unless
+ * `tried` says it just did and would have waited. */
 static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
-                          resv_inbox_t *inbox, bool validated, resv_error_t *err) {
+                          resv_inbox_t *inbox, bool validated, bool tried,
+                          resv_error_t *err) {
   resv_store_t *store = type->store;
   /* A bad timeout_ms fails validation below; the deadline it gives meanwhile
    * is never used. */
@@ -681,7 +713,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
     resv__job_finish(job);
     return job;
   }
-  if (store->ops->runs_inline) {
+  if (store->ops->runs_inline && !tried) {
     /* With a dispatcher to hand it to, the call must not wait here. */
     int64_t deadline = store->pool ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
     if (run_inline(type, &job->request, deadline, &job->answer, &job->error) ||
@@ -698,7 +730,28 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
 
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *req,
                         resv_inbox_t *inbox, resv_error_t *err) {
-  return submit(type, req, inbox, false, err);
+  return submit(type, req, inbox, false, false, err);
+}
+
+resv_job_t *resv_call_or_submit(resv_type_t *type, const resv_request_t *req,
+                                resv_inbox_t *inbox, resv_answer_t *answer,
+                                resv_error_t *err) {
+  resv_store_t *store = type->store;
+  if (!store->ops->runs_inline) return submit(type, req, inbox, false, false, err);
+  resv_error_t local;
+  if (!err) err = &local;
+  int64_t started = resv__now_ns();
+  bool ok = resv__validate_request(req, store->max_string, err) &&
+            run_inline(type, req, store->pool ? RESV__DEADLINE_NO_WAIT
+                                              : RESV__DEADLINE_MAY_WAIT, answer, err);
+  if (!ok && err->code == RESV__EWOULDBLOCK) {
+    resv__error_clear(err);
+    return submit(type, req, inbox, true, true, err);
+  }
+  resv__stats_call(store->stats, req ? req->op : 0, ok, ok ? answer->status : err->code,
+                   resv__now_ns() - started);
+  if (ok) resv__error_clear(err);
+  return NULL;
 }
 
 bool resv_call(resv_type_t *type, const resv_request_t *req,
@@ -728,7 +781,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     return ok;
   }
 
-  resv_job_t *job = submit(type, req, NULL, true, err);
+  resv_job_t *job = submit(type, req, NULL, true, false, err);
   if (!job) return false;
   bool ok = false;
   if (!resv_job_wait(job, resv_job_deadline(job) - resv__monotonic_ms())) {
@@ -817,4 +870,18 @@ resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
                              resv_inbox_t *inbox, resv_error_t *err) {
   resv_request_t req = REQUEST_OF_ARGS;
   return resv_submit(type, &req, inbox, err);
+}
+
+resv_job_t *resv_call_or_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
+                                     int64_t version, int64_t timeout_ms,
+                                     size_t key_tenant_len, const char *key_tenant,
+                                     size_t ns_len, const char *ns,
+                                     size_t key_len, const char *key,
+                                     size_t owner_tenant_len, const char *owner_tenant,
+                                     size_t owner_id_len, const char *owner_id,
+                                     size_t attempt_len, const char *attempt,
+                                     resv_inbox_t *inbox, resv_answer_t *answer,
+                                     resv_error_t *err) {
+  resv_request_t req = REQUEST_OF_ARGS;
+  return resv_call_or_submit(type, &req, inbox, answer, err);
 }

@@ -160,7 +160,7 @@ bool resv__gate_enter(resv__gate_t *g, int64_t deadline, const char *what,
   if (rc == 0) return true;
   if (rc == ETIMEDOUT)
     return resv__fail(err, RESV_ETIMEOUT,
-                      "%s: another writer of the file store held it past the call's "
+                      "%s: another writer of the file store held its write gate past the call's "
                       "deadline (a process frozen inside a commit?)", what);
   return resv__fail(err, RESV_EUNAVAILABLE, "%s: the file store's write gate: %s", what,
                     strerror(rc));

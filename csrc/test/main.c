@@ -18,7 +18,7 @@ static const struct {
     SUITE(job),          SUITE(mongo_replset), SUITE(failover), SUITE(deploy),
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),
-    SUITE(sweep),        SUITE(stats),        SUITE(scan),      SUITE(file_gate),
+    SUITE(sweep),        SUITE(stats),        SUITE(scan),      SUITE(nonblocking),
 };
 
 /* True when name is one of the comma-separated names in list. */

@@ -154,6 +154,15 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err);
  * from several threads at once; accepts NULL. */
 void resv_store_shutdown(resv_store_t *store);
 
+/* resv_store_shutdown without waiting, for a host that must not block:
+ * new calls and the jobs still queued answer RESV_ECLOSED from here, and
+ * a background thread waits for the calls in flight (each bounded by its
+ * deadline) and lets go of the threads and connections. Returns at once.
+ * The handle stays valid until resv_store_close, which may come at any
+ * time after (the background thread frees the store if it is still
+ * running then). Idempotent; accepts NULL. */
+void resv_store_stop(resv_store_t *store);
+
 /* Frees the store with its types, shutting it down first, and returns at
  * once: when a call may still be on a server, a detached thread finishes
  * the shutdown and frees it (the call's deadline bounds it; the process
@@ -170,8 +179,11 @@ void resv_store_use_system_time(resv_store_t *store);
 /* The store's clock now, in epoch milliseconds. */
 int64_t resv_store_now(resv_store_t *store);
 
-/* True when calls run on the caller's thread (the memory store): then
- * resv_call never blocks and needs no coroutine to yield. */
+/* True when calls run on the caller's thread and never wait (the memory
+ * store): then resv_call never blocks and needs no coroutine to yield.
+ * False for the file store: with sync = process its calls run on the
+ * caller's thread too, but a write may have to wait for another writer
+ * (resv_call_or_submit then hands it to the dispatcher). */
 bool resv_store_runs_inline(const resv_store_t *store);
 
 /* True when the store is a MongoDB store connected to a mongos. */
@@ -235,6 +247,19 @@ bool resv_call(resv_type_t *type, const resv_request_t *request,
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *request,
                         resv_inbox_t *inbox, resv_error_t *err);
 
+/* For a host that must not block (an event loop): runs the call on the
+ * caller's thread when it can answer without waiting (the memory store
+ * always; the file store with sync = process unless another writer holds
+ * its write gate) and returns NULL, with err->code RESV_OK and answer
+ * filled, or with err filled on an error. When the call would have to
+ * wait (another store, a taken gate) it is submitted as resv_submit does
+ * and its job is returned (NULL then only when out of memory, err
+ * filled). answer is untouched but for its storage unless it is
+ * answered here. */
+resv_job_t *resv_call_or_submit(resv_type_t *type, const resv_request_t *request,
+                                resv_inbox_t *inbox, resv_answer_t *answer,
+                                resv_error_t *err);
+
 /* resv_call and resv_submit with the request's strings as arguments
  * (length, then pointer, for each of key tenant, namespace, key, owner
  * tenant, owner id and attempt; NULL with length 0 is ""). For bindings
@@ -260,6 +285,16 @@ resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
                              size_t owner_id_len, const char *owner_id,
                              size_t attempt_len, const char *attempt,
                              resv_inbox_t *inbox, resv_error_t *err);
+resv_job_t *resv_call_or_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
+                                     int64_t version, int64_t timeout_ms,
+                                     size_t key_tenant_len, const char *key_tenant,
+                                     size_t ns_len, const char *ns,
+                                     size_t key_len, const char *key,
+                                     size_t owner_tenant_len, const char *owner_tenant,
+                                     size_t owner_id_len, const char *owner_id,
+                                     size_t attempt_len, const char *attempt,
+                                     resv_inbox_t *inbox, resv_answer_t *answer,
+                                     resv_error_t *err);
 
 /* True once the job has its answer or error. Never blocks. */
 bool resv_job_done(const resv_job_t *job);

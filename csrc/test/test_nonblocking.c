@@ -1,4 +1,4 @@
-/* test_file_gate.c: a file store never blocks a host (SPEC section 6,
+/* test_nonblocking.c: a store never blocks a host (SPEC section 6,
  * "Never blocks a host"), and reads survive a reader table full of the
  * dead.
  *
@@ -251,8 +251,8 @@ START_TEST(test_reads_clear_dead_reader_slots) {
 }
 END_TEST
 
-Suite *file_gate_suite(void) {
-  Suite *s = suite_create("file_gate");
+Suite *nonblocking_suite(void) {
+  Suite *s = suite_create("nonblocking");
   TCase *tc = tcase_create("core");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 30);
