@@ -792,23 +792,32 @@ static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, int64_t deadlin
   return true;
 }
 
+/* The deadline a call waits for the gate until: a blocking caller's
+ * (RESV__DEADLINE_MAY_WAIT) is timeout_ms from now, read only when it
+ * may be needed (reads never wait). */
+static int64_t call_deadline(const file_t *f, const resv_request_t *r, int64_t deadline) {
+  if (deadline != RESV__DEADLINE_MAY_WAIT) return deadline;
+  return resv__add_ms_sat(resv__monotonic_ms(),
+                          r->timeout_ms > 0 ? r->timeout_ms : f->timeout_ms);
+}
+
 static bool file_execute(void *backend, resv_type_t *type, const resv_request_t *r,
                          int64_t now, int64_t deadline, resv_answer_t *a,
                          resv_error_t *err) {
   file_t *f = backend;
-  if (deadline == RESV__DEADLINE_MAY_WAIT) /* a blocking caller's: its own */
-    deadline = resv__add_ms_sat(resv__monotonic_ms(),
-                                r->timeout_ms > 0 ? r->timeout_ms : f->timeout_ms);
-  if (!type_ready(f, type, deadline, err)) return false;
   resv__file_type_t *ft = type->backend_state;
+  if (!atomic_load_explicit(&ft->ready, memory_order_acquire) &&
+      !type_ready(f, type, call_deadline(f, r, deadline), err))
+    return false;
   if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err, NULL);
   if (r->op == RESV_OP_SWEEP) /* a whole type: never on an event loop */
     return deadline == RESV__DEADLINE_NO_WAIT
                ? resv__fail(err, RESV__EWOULDBLOCK, "sweep: runs on the dispatcher")
-               : sweep(f, ft, now, deadline, a, err);
+               : sweep(f, ft, now, call_deadline(f, r, deadline), a, err);
   bool write_needed = true;
   bool ok = read_one(f, ft, r, now, a, err, &write_needed);
   if (!write_needed) return ok;
+  deadline = call_deadline(f, r, deadline); /* a write may wait for the gate */
   if (f->env->disk) return write_grouped(f, ft, r, now, deadline, a, err);
   return write_one(f, ft, r, now, deadline, a, err);
 }

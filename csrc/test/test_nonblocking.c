@@ -11,15 +11,18 @@
  * blocking call answers timeout at its deadline. A watchdog continues the
  * frozen writer after a few seconds, so that a store that does wait ends
  * the test with a failure instead of hanging it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <lmdb.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,6 +148,18 @@ START_TEST(test_frozen_committer_blocks_no_host) {
   submit_answers(t, request(RESV_OP_GET, "taken@x", ""), RESV_OK, RESV_PENDING);
   submit_answers(t, request(RESV_OP_RESERVE, "taken@x", "o2"), RESV_OK, RESV_CONFLICT);
   submit_answers(t, request(RESV_OP_SWEEP, "", ""), RESV_ETIMEOUT, 0);
+  /* resv_call_or_submit: a read answers here, a write comes back a job. */
+  resv_error_t cerr;
+  resv_request_t g = request(RESV_OP_GET, "taken@x", "");
+  ck_assert_ptr_null(resv_call_or_submit(t, &g, NULL, &a, &cerr));
+  ck_assert_int_eq(cerr.code, RESV_OK);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  resv_request_t w0 = request(RESV_OP_RESERVE, "new@x", "o1");
+  resv_job_t *handed = resv_call_or_submit(t, &w0, NULL, &a, &cerr);
+  ck_assert_ptr_nonnull(handed);
+  ck_assert(resv_job_wait(handed, TIMEOUT_MS + GRACE_MS + SLACK_MS));
+  ck_assert_int_eq(resv_job_error(handed)->code, RESV_ETIMEOUT);
+  resv_job_destroy(handed);
   /* A caller that may block waits until its deadline, no longer. */
   resv_request_t r = request(RESV_OP_RESERVE, "other@x", "o1");
   resv_error_t err;
@@ -160,6 +175,10 @@ START_TEST(test_frozen_committer_blocks_no_host) {
   ck_assert_ptr_nonnull(job);
   thaw(dog);
   submit_answers(t, request(RESV_OP_RESERVE, "new@x", "o1"), RESV_OK, RESV_RESERVED);
+  resv_request_t w1 = request(RESV_OP_RESERVE, "next@x", "o1");
+  ck_assert_ptr_null(resv_call_or_submit(t, &w1, NULL, &a, &cerr));
+  ck_assert_int_eq(cerr.code, RESV_OK);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
   ck_assert(resv_job_wait(job, TIMEOUT_MS + GRACE_MS + SLACK_MS));
   resv_job_destroy(job);
   resv_answer_clear(&a);
@@ -206,6 +225,68 @@ START_TEST(test_open_beside_a_frozen_committer) {
   ck_assert_msg(took < TIMEOUT_MS, "open waited %lld ms for the writer", (long long)took);
   resv_store_close(s);
   thaw(dog);
+}
+END_TEST
+
+/* ---- closing without waiting ------------------------------------------ */
+
+/* A MongoDB store on a server that takes connections and never answers,
+ * with calls in flight: resv_store_stop returns at once, the calls end
+ * by their deadlines, and the store is freed whichever of the stopper
+ * and resv_store_close lets go last (close_first). */
+static void stop_with_calls_in_flight(bool close_first) {
+  int hole = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  ck_assert_int_eq(bind(hole, (struct sockaddr *)&addr, sizeof addr), 0);
+  ck_assert_int_eq(listen(hole, 64), 0);
+  ck_assert_int_eq(getsockname(hole, (struct sockaddr *)&addr, &len), 0);
+  char uri[128];
+  snprintf(uri, sizeof uri,
+           "mongodb://127.0.0.1:%d/?serverSelectionTimeoutMS=1000&connectTimeoutMS=1000",
+           ntohs(addr.sin_port));
+  resv_options_t o = {.uri = uri, .threads = 4, .timeout_ms = 600};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  ck_assert_msg(s != NULL, "open: %s", err.message);
+  resv_type_t *t = test_fresh_type(s, "stop");
+  resv_job_t *jobs[8];
+  for (int i = 0; i < 8; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "k%d@x", i);
+    resv_request_t r = request(RESV_OP_RESERVE, key, "o1");
+    ck_assert_ptr_nonnull(jobs[i] = resv_submit(t, &r, NULL, &err));
+  }
+  struct timespec pause_ts = {0, 100 * 1000000L};
+  nanosleep(&pause_ts, NULL); /* four calls on the dispatcher, four queued */
+  int64_t t0 = now_ms();
+  resv_store_stop(s);
+  int64_t took = now_ms() - t0;
+  ck_assert_msg(took < SLACK_MS, "resv_store_stop waited %lld ms", (long long)took);
+  resv_request_t late = request(RESV_OP_RESERVE, "late@x", "o1");
+  resv_answer_t a = {0};
+  ck_assert(!resv_call(t, &late, &a, &err));
+  ck_assert_int_eq(err.code, RESV_ECLOSED);
+  if (close_first) resv_store_close(s); /* the stopper frees it */
+  /* A waiter gives up at the job's deadline; one done has failed. */
+  for (int i = 0; i < 8; i++) {
+    int64_t left = resv_job_deadline(jobs[i]) - resv_clock_ms();
+    if (resv_job_wait(jobs[i], left > 0 ? left : 0))
+      ck_assert_int_ne(resv_job_error(jobs[i])->code, RESV_OK);
+    resv_job_destroy(jobs[i]);
+  }
+  if (!close_first) {
+    while (resv__store_reapers() > 0) nanosleep(&pause_ts, NULL);
+    resv_store_close(s); /* the stopper is done: close frees it */
+  }
+  close(hole);
+}
+
+START_TEST(test_stop_returns_at_once_then_close) { stop_with_calls_in_flight(true); }
+END_TEST
+
+START_TEST(test_stop_returns_at_once_close_after_it_ended) {
+  stop_with_calls_in_flight(false);
 }
 END_TEST
 
@@ -260,6 +341,8 @@ Suite *nonblocking_suite(void) {
   tcase_add_test(tc, test_frozen_committer_disk_answers_timeout);
   tcase_add_test(tc, test_open_beside_a_frozen_committer);
   tcase_add_test(tc, test_reads_clear_dead_reader_slots);
+  tcase_add_test(tc, test_stop_returns_at_once_then_close);
+  tcase_add_test(tc, test_stop_returns_at_once_close_after_it_ended);
   suite_add_tcase(s, tc);
   return s;
 }
