@@ -29,8 +29,9 @@ struct resv_store {
   pid_t pid;          /* the process that opened the store */
   unsigned generation; /* fork_generation in that process */
   atomic_bool closed;
-  /* The owner's reference, and a stopper's while it runs (resv_store_stop):
-   * whoever lets go last tears the store down. */
+  /* The references besides the owner's: a stopper's while it runs
+   * (resv_store_stop). Whoever lets go last (finding 0) tears the store
+   * down. */
   atomic_int refs;
   atomic_bool stopping; /* a stopper was started */
   pthread_mutex_t shutdown_mutex; /* guards shut; held while shutting down */
@@ -164,7 +165,6 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   store->timeout_ms = o.timeout_ms;
   store->max_string = (size_t)o.max_string;
   atomic_init(&store->clock_ms, SYSTEM_CLOCK);
-  atomic_init(&store->refs, 1);
   pthread_mutex_init(&store->types_mutex, NULL);
   pthread_mutex_init(&store->shutdown_mutex, NULL);
   return store;
@@ -281,7 +281,7 @@ static void install_reapers(void) {
 
 /* Drops a reference to the store; the last one tears it down. */
 static void store_unref(resv_store_t *store) {
-  if (atomic_fetch_sub(&store->refs, 1) == 1) teardown(store);
+  if (atomic_fetch_sub(&store->refs, 1) == 0) teardown(store);
 }
 
 static void *reap(void *arg) {
@@ -340,7 +340,7 @@ void resv_store_close(resv_store_t *store) {
   }
   atomic_store(&store->closed, true);
   /* A stopper still running frees the store when it is done. */
-  if (atomic_fetch_sub(&store->refs, 1) != 1) return;
+  if (atomic_fetch_sub(&store->refs, 1) != 0) return;
   /* Nothing left that could wait on a server: an inline store (its calls
    * never wait), or one already shut down. Else a reaper does it. */
   bool shut = !store->pool;
