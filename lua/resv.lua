@@ -39,6 +39,7 @@ local resv_store_use_system_time = C.resv_store_use_system_time
 local resv_store_now = C.resv_store_now
 local resv_store_is_sharded = C.resv_store_is_sharded
 local resv_store_runs_inline = C.resv_store_runs_inline
+local resv_store_may_answer_inline = C.resv_store_may_answer_inline
 local resv_store_describe = C.resv_store_describe
 local resv_store_type = C.resv_store_type
 local resv_store_stats = C.resv_store_stats
@@ -101,7 +102,7 @@ function Store:type(context, aggregate)
   end
   -- The C handle belongs to the store; the reference to the store keeps
   -- it from being collected while the type is in use.
-  t = new_type(th, self, resv_store_runs_inline(h))
+  t = new_type(th, self, resv_store_runs_inline(h), resv_store_may_answer_inline(h))
   self.types[id] = t
   return t
 end

@@ -391,6 +391,10 @@ bool resv_store_runs_inline(const resv_store_t *store) {
   return store->ops->runs_inline && !store->ops->hands_off;
 }
 
+bool resv_store_may_answer_inline(const resv_store_t *store) {
+  return store->ops->runs_inline;
+}
+
 void resv_store_describe(const resv_store_t *store, char *buf, size_t size) {
   if (!size) return;
   store->ops->describe(store->backend, buf, size);
@@ -694,11 +698,9 @@ static void execute_job(resv_job_t *job) {
 
 /* Makes and queues the job of a request (validated unless `validated`
  * says it already was); a job that cannot be queued is finished with its
- * error. An inline store runs it on the caller's thread first unless
- * `tried` says it just did and would have waited. */
+ * error. An inline store runs it on the caller's thread first. */
 static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
-                          resv_inbox_t *inbox, bool validated, bool tried,
-                          resv_error_t *err) {
+                          resv_inbox_t *inbox, bool validated, resv_error_t *err) {
   resv_store_t *store = type->store;
   /* A bad timeout_ms fails validation below; the deadline it gives meanwhile
    * is never used. */
@@ -713,7 +715,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
     resv__job_finish(job);
     return job;
   }
-  if (store->ops->runs_inline && !tried) {
+  if (store->ops->runs_inline) {
     /* With a dispatcher to hand it to, the call must not wait here. */
     int64_t deadline = store->pool ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
     if (run_inline(type, &job->request, deadline, &job->answer, &job->error) ||
@@ -730,28 +732,29 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
 
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *req,
                         resv_inbox_t *inbox, resv_error_t *err) {
-  return submit(type, req, inbox, false, false, err);
+  return submit(type, req, inbox, false, err);
 }
 
-resv_job_t *resv_call_or_submit(resv_type_t *type, const resv_request_t *req,
-                                resv_inbox_t *inbox, resv_answer_t *answer,
-                                resv_error_t *err) {
+bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *answer,
+                   resv_error_t *err) {
   resv_store_t *store = type->store;
-  if (!store->ops->runs_inline) return submit(type, req, inbox, false, false, err);
   resv_error_t local;
   if (!err) err = &local;
+  if (!store->ops->runs_inline) {
+    resv__error_clear(err); /* every call waits for a dispatcher thread */
+    return false;
+  }
   int64_t started = resv__now_ns();
   bool ok = resv__validate_request(req, store->max_string, err) &&
             run_inline(type, req, store->pool ? RESV__DEADLINE_NO_WAIT
                                               : RESV__DEADLINE_MAY_WAIT, answer, err);
   if (!ok && err->code == RESV__EWOULDBLOCK) {
     resv__error_clear(err);
-    return submit(type, req, inbox, true, true, err);
+    return false;
   }
   resv__stats_call(store->stats, req ? req->op : 0, ok, ok ? answer->status : err->code,
                    resv__now_ns() - started);
-  if (ok) resv__error_clear(err);
-  return NULL;
+  return ok;
 }
 
 bool resv_call(resv_type_t *type, const resv_request_t *req,
@@ -781,7 +784,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     return ok;
   }
 
-  resv_job_t *job = submit(type, req, NULL, true, false, err);
+  resv_job_t *job = submit(type, req, NULL, true, err);
   if (!job) return false;
   bool ok = false;
   if (!resv_job_wait(job, resv_job_deadline(job) - resv__monotonic_ms())) {
@@ -872,16 +875,13 @@ resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
   return resv_submit(type, &req, inbox, err);
 }
 
-resv_job_t *resv_call_or_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
-                                     int64_t version, int64_t timeout_ms,
-                                     size_t key_tenant_len, const char *key_tenant,
-                                     size_t ns_len, const char *ns,
-                                     size_t key_len, const char *key,
-                                     size_t owner_tenant_len, const char *owner_tenant,
-                                     size_t owner_id_len, const char *owner_id,
-                                     size_t attempt_len, const char *attempt,
-                                     resv_inbox_t *inbox, resv_answer_t *answer,
-                                     resv_error_t *err) {
+bool resv_try_call_args(resv_type_t *type, int32_t op, int64_t ttl_ms, int64_t version,
+                        int64_t timeout_ms, size_t key_tenant_len, const char *key_tenant,
+                        size_t ns_len, const char *ns, size_t key_len, const char *key,
+                        size_t owner_tenant_len, const char *owner_tenant,
+                        size_t owner_id_len, const char *owner_id,
+                        size_t attempt_len, const char *attempt,
+                        resv_answer_t *answer, resv_error_t *err) {
   resv_request_t req = REQUEST_OF_ARGS;
-  return resv_call_or_submit(type, &req, inbox, answer, err);
+  return resv_try_call(type, &req, answer, err);
 }

@@ -3,8 +3,8 @@
 --
 -- Each method reads every field of its key and owner exactly once, into
 -- locals, checks them, and hands them to C as arguments of the FFI call:
--- LuaJIT keeps a call's arguments alive for the call, and
--- resv_call_or_submit_args copies them before it returns. No pointer into a Lua string is ever kept
+-- LuaJIT keeps a call's arguments alive for the call, and resv_submit_args
+-- copies them before it returns. No pointer into a Lua string is ever kept
 -- in a struct field, where the collector would not see it (SPEC section 9:
 -- temporaries and __index-computed fields are fine).
 --
@@ -19,12 +19,12 @@
 --   * anywhere else: resv_call_args, which blocks until the answer or the
 --     call's deadline.
 -- A store that answers inline (the memory store) is called directly in
--- every context: its answer is there at once. In the three contexts that
--- wait without blocking, a file store with sync = "process" answers on
--- the caller's thread too (resv_call_or_submit_args), unless its write
--- would have to wait for another writer: then it comes back as a job,
--- waited for like any other. A waiter gives up at the job's deadline plus
--- a grace (resv_job_deadline) and answers `timeout`.
+-- every context: its answer is there at once. A file store with sync =
+-- "process" is tried on the caller's thread first (resv_try_call_args),
+-- which answers unless the write would have to wait for another writer;
+-- only then does the call wait as the context allows. A waiter gives up
+-- at the job's deadline plus a grace (resv_job_deadline) and answers
+-- `timeout`.
 local ffi = require "ffi"
 local jit = require "jit"
 local C = require "resv.ffi"
@@ -45,7 +45,8 @@ local ffi_new = ffi.new
 local ffi_string = ffi.string
 
 local resv_call_args = C.resv_call_args
-local resv_call_or_submit_args = C.resv_call_or_submit_args
+local resv_submit_args = C.resv_submit_args
+local resv_try_call_args = C.resv_try_call_args
 local resv_job_done = C.resv_job_done
 local resv_job_error = C.resv_job_error
 local resv_job_answer = C.resv_job_answer
@@ -106,9 +107,11 @@ Type.__index = Type
 local _M = {}
 
 -- A type object over the C handle h of store (a Lua store object, which
--- the type keeps alive: the handle belongs to it).
-function _M.new(h, store, inline)
-  return setmetatable({ handle = h, store = store, inline = inline }, Type)
+-- the type keeps alive: the handle belongs to it). inline: every call
+-- answers at once; tries: a call may answer at once (resv_try_call_args).
+function _M.new(h, store, inline, tries)
+  return setmetatable({ handle = h, store = store, inline = inline,
+                        tries = tries and not inline }, Type)
 end
 
 ---------------------------------------------------------------------------
@@ -338,6 +341,16 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
   if not timeout then return nil, into end -- (then into is the error)
   -- The owner an answer may reuse: only a reserve's or confirm's.
   local aot = mine and ot or nil
+  if t.tries then
+    if resv_try_call_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                          #kk, kk, #ot, ot, #oid, oid,
+                          #attempt, attempt, answer_buf, err_buf) then
+      return answer_table(answer_buf, aot, oid, attempt, into)
+    end
+    if err_buf.code ~= 0 then
+      return nil, error_string(err_buf)
+    end -- else it would wait for another writer: as below
+  end
   local inline = t.inline
   local spawned = not inline and in_spawned()
   local fibers = not inline and not spawned and tnt_usable()
@@ -362,14 +375,11 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
     inbox = ngx_inbox()
   end
   local started = resv_clock_ms()
-  local job = resv_call_or_submit_args(t.handle, op, ttl, version, timeout, #kt, kt,
-                                       #kn, kn, #kk, kk, #ot, ot, #oid, oid,
-                                       #attempt, attempt, inbox, answer_buf, err_buf)
+  local job = resv_submit_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                               #kk, kk, #ot, ot, #oid, oid,
+                               #attempt, attempt, inbox, err_buf)
   if job == nil then
-    if err_buf.code ~= 0 then
-      return nil, error_string(err_buf)
-    end
-    return answer_table(answer_buf, aot, oid, attempt, into) -- answered inline
+    return nil, error_string(err_buf)
   end
   if not resv_job_done(job) then
     -- Should the waiting coroutine be dropped (an aborted request), the
