@@ -98,7 +98,7 @@ $(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a $(O)/resv_freeze
 	  $(shell pkg-config --libs check)
 
 # A writer frozen inside a commit, for the tests of a host never blocked
-# (the nonblocking suite and test-nginx run it beside resv_tests).
+# (the nonblocking suite, spec/nonblocking_spec.lua and test-nginx run it).
 $(O)/resv_freeze: csrc/test/tools/freeze_committer.c $(O)/libresv.a
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(O)/libresv.a $(LIBS_ALL)
 
@@ -209,7 +209,7 @@ $(O)/model/replay: model/replay.c csrc/resv.h $(O)/libresv.a
 
 # The busted specs under LuaJIT (settings in .busted), against the emulator
 # or MONGODB_URI as well as the memory store.
-test-lua: $(O)/libresv.so
+test-lua: $(O)/libresv.so $(O)/resv_freeze
 	LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  scripts/with-mongo $(LUAJIT) /usr/bin/busted
 

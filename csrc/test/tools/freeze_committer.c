@@ -4,16 +4,18 @@
  *   resv_freeze DIR
  *
  * Takes the store's write gate and LMDB's writer lock as a committing
- * writer does (file_gate.c, then a write transaction), prints "held" on
- * stdout and stops itself (SIGSTOP), as a process stopped by a debugger
- * or a signal, or swapped out, in the middle of a commit. Once continued
- * (SIGCONT) it aborts the transaction, lets go of the gate and exits 0.
+ * writer does (file_gate.c, then a write transaction), prints "held" and
+ * its pid on stdout and stops itself (SIGSTOP), as a process stopped by a
+ * debugger or a signal, or swapped out, in the middle of a commit. Once
+ * continued (SIGCONT) it aborts the transaction, lets go of the gate and
+ * exits 0.
  * Exits 1 (saying why on stderr) when it cannot take them. */
 #include "file_internal.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
   if (argc != 2) {
@@ -37,7 +39,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "resv_freeze: %s: %s\n", argv[1], mdb_strerror(rc));
     return 1;
   }
-  printf("held\n");
+  printf("held %d\n", (int)getpid());
   fflush(stdout);
   raise(SIGSTOP);
   mdb_txn_abort(txn);

@@ -688,7 +688,7 @@ class NeverBlocks(unittest.TestCase):
             tool = os.path.join(REPO, os.environ.get('RESV_BUILD', 'build'), 'resv_freeze')
             frozen = subprocess.Popen([tool, self.store], stdout=subprocess.PIPE, text=True)
             try:
-                self.assertEqual('held', frozen.stdout.readline().strip())
+                self.assertEqual('held', frozen.stdout.readline().split()[0])
                 _, status = os.waitpid(frozen.pid, os.WUNTRACED)
                 self.assertTrue(os.WIFSTOPPED(status))
                 t0 = time.monotonic()
