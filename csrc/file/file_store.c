@@ -313,7 +313,8 @@ static bool check_directory(const char *path, struct stat *st, resv_error_t *err
         strcmp(n, RESV__GATE_FILE))
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s is not a resv store: it holds %s (a resv store "
-                      "holds only LMDB's data.mdb and lock.mdb and its " RESV__GATE_FILE ")", path, n);
+                      "holds only LMDB's data.mdb and lock.mdb and its " RESV__GATE_FILE ")",
+                      path, n);
   }
   closedir(dir);
   return ok;
