@@ -1,7 +1,6 @@
--- A coroutine of resv.spawn is never blocked by a file store (SPEC
--- section 6, "Never blocks a host"): not by a writer frozen inside a
--- commit (resv_freeze, built beside libresv), not by store:close() while
--- a call waits for that writer.
+-- A coroutine of resv.spawn is never blocked by a file store: not by a
+-- writer frozen inside a commit (resv_freeze, built beside libresv), not
+-- by store:close() while a call waits for that writer.
 local resv = require "resv"
 local C = require "resv.ffi"
 local helpers = require "spec.helpers"

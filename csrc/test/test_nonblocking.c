@@ -1,6 +1,5 @@
-/* test_nonblocking.c: a store never blocks a host (SPEC section 6,
- * "Never blocks a host"), and reads survive a reader table full of the
- * dead.
+/* test_nonblocking.c: a store never blocks a host, and reads survive a
+ * reader table full of the dead.
  *
  * A writer frozen inside a commit is the program resv_freeze (built beside
  * this runner, csrc/test/tools/freeze_committer.c): it takes the store's

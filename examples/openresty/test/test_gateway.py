@@ -630,8 +630,8 @@ return _M
 
 
 class NeverBlocks(unittest.TestCase):
-    """A host that must not block is never blocked (SPEC section 6): not by
-    a writer frozen inside a commit, not by store:close()."""
+    """A host that must not block is never blocked: not by a writer frozen
+    inside a commit, not by store:close()."""
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix='resv-nb-')
