@@ -25,7 +25,16 @@
 struct resv_store {
   const resv__backend_ops_t *ops;
   void *backend;
-  resv__pool_t *pool; /* NULL for an inline backend */
+  /* The dispatcher: made at open for a backend that does not run inline,
+   * NULL for one that does; for one that hands calls off (hands_off),
+   * made by the first call that has to wait (hand_off_pool), so that a
+   * store whose calls never wait starts no thread. Set once, under
+   * pool_mutex, which also guards pool_closed (no dispatcher is made any
+   * more). */
+  _Atomic(resv__pool_t *) pool;
+  pthread_mutex_t pool_mutex;
+  bool pool_closed;
+  int threads, queue; /* the options, for a dispatcher made later */
   pid_t pid;          /* the process that opened the store */
   unsigned generation; /* fork_generation in that process */
   atomic_bool closed;
@@ -81,6 +90,21 @@ static bool check_database(const resv_options_t *o, char *out, size_t size,
                       "database: must not contain / \\ . space \" or $");
   memcpy(out, o->database, n + 1);
   return true;
+}
+
+/* The fields of a store whose backend is open, from its options. */
+static void init_rest(resv_store_t *store, const resv_options_t *o) {
+  store->sampled = strcmp(store->ops->name, "memory") == 0;
+  store->generation = resv__generation_start();
+  store->pid = getpid();
+  store->timeout_ms = o->timeout_ms;
+  store->max_string = (size_t)o->max_string;
+  store->threads = o->threads;
+  store->queue = o->queue;
+  atomic_init(&store->clock_ms, SYSTEM_CLOCK);
+  pthread_mutex_init(&store->types_mutex, NULL);
+  pthread_mutex_init(&store->shutdown_mutex, NULL);
+  pthread_mutex_init(&store->pool_mutex, NULL);
 }
 
 resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) {
@@ -150,7 +174,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
     free(store);
     return NULL;
   }
-  if (!store->ops->runs_inline || store->ops->hands_off) {
+  if (!store->ops->runs_inline) {
     store->pool = resv__pool_new(o.threads, o.queue, err);
     if (!store->pool) {
       store->ops->destroy(store->backend);
@@ -159,14 +183,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
       return NULL;
     }
   }
-  store->sampled = strcmp(store->ops->name, "memory") == 0;
-  store->generation = resv__generation_start();
-  store->pid = getpid();
-  store->timeout_ms = o.timeout_ms;
-  store->max_string = (size_t)o.max_string;
-  atomic_init(&store->clock_ms, SYSTEM_CLOCK);
-  pthread_mutex_init(&store->types_mutex, NULL);
-  pthread_mutex_init(&store->shutdown_mutex, NULL);
+  init_rest(store, &o);
   return store;
 }
 
@@ -179,6 +196,9 @@ void resv_store_shutdown(resv_store_t *store) {
    * every caller returns with the connections gone. */
   pthread_mutex_lock(&store->shutdown_mutex);
   if (!store->shut) {
+    pthread_mutex_lock(&store->pool_mutex);
+    store->pool_closed = true;
+    pthread_mutex_unlock(&store->pool_mutex);
     resv__pool_shutdown(store->pool);
     while (atomic_load(&store->active) > 0) sched_yield();
     if (store->ops->shutdown) store->ops->shutdown(store->backend);
@@ -206,6 +226,7 @@ static void teardown(resv_store_t *store) {
   store->ops->destroy(store->backend);
   pthread_mutex_destroy(&store->shutdown_mutex);
   pthread_mutex_destroy(&store->types_mutex);
+  pthread_mutex_destroy(&store->pool_mutex);
   resv__stats_free(store->stats);
   free(store);
 }
@@ -696,6 +717,21 @@ static void execute_job(resv_job_t *job) {
                       resv_store_now(store), job->deadline, &job->answer, &job->error);
 }
 
+/* The dispatcher of a store that hands calls off, made on first use; NULL
+ * (err filled) once the store is shut down or without memory for it. */
+static resv__pool_t *hand_off_pool(resv_store_t *store, resv_error_t *err) {
+  resv__pool_t *pool = store->pool;
+  if (pool) return pool;
+  pthread_mutex_lock(&store->pool_mutex);
+  if (!store->pool && !store->pool_closed)
+    store->pool = resv__pool_new(store->threads, store->queue, err);
+  else if (!store->pool)
+    resv__fail(err, RESV_ECLOSED, "the store is closed");
+  pool = store->pool;
+  pthread_mutex_unlock(&store->pool_mutex);
+  return pool;
+}
+
 /* Makes and queues the job of a request (validated unless `validated`
  * says it already was); a job that cannot be queued is finished with its
  * error. An inline store runs it on the caller's thread first. */
@@ -717,7 +753,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
   }
   if (store->ops->runs_inline) {
     /* With a dispatcher to hand it to, the call must not wait here. */
-    int64_t deadline = store->pool ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
+    int64_t deadline = store->ops->hands_off ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
     if (run_inline(type, &job->request, deadline, &job->answer, &job->error) ||
         job->error.code != RESV__EWOULDBLOCK) {
       resv__job_finish(job);
@@ -726,7 +762,8 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
     resv__error_clear(&job->error);
     resv_answer_clear(&job->answer);
   }
-  if (!resv__pool_submit(store->pool, job, &job->error)) resv__job_finish(job);
+  resv__pool_t *pool = store->ops->runs_inline ? hand_off_pool(store, &job->error) : store->pool;
+  if (!pool || !resv__pool_submit(pool, job, &job->error)) resv__job_finish(job);
   return job;
 }
 
@@ -746,8 +783,8 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
   }
   int64_t started = resv__now_ns();
   bool ok = resv__validate_request(req, store->max_string, err) &&
-            run_inline(type, req, store->pool ? RESV__DEADLINE_NO_WAIT
-                                              : RESV__DEADLINE_MAY_WAIT, answer, err);
+            run_inline(type, req, store->ops->hands_off ? RESV__DEADLINE_NO_WAIT
+                                                        : RESV__DEADLINE_MAY_WAIT, answer, err);
   if (!ok && err->code == RESV__EWOULDBLOCK) {
     resv__error_clear(err);
     return false;
