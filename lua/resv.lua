@@ -416,7 +416,7 @@ function _M.open(opts)
   if h == nil then
     return nil, error_string(err_buf)
   end
-  if not resv_store_runs_inline(h) then
+  if not resv_store_may_answer_inline(h) then
     ngxwait.check_pool() -- its calls will wait: is nginx's thread pool there?
   end
   return setmetatable({
