@@ -116,9 +116,14 @@ $(O)/libresv.so: $(LIB_OBJ) Makefile
 $(O)/libresv.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a
+$(O)/resv_tests: $(TEST_OBJ) $(O)/libresv.a $(O)/resv_freeze
 	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(O)/libresv.a $(LIBS_ALL) \
 	  $(shell pkg-config --libs check)
+
+# A writer frozen inside a commit, for the tests of a host never blocked
+# (the nonblocking suite, spec/nonblocking_spec.lua and test-nginx run it).
+$(O)/resv_freeze: csrc/test/tools/freeze_committer.c $(O)/libresv.a
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(O)/libresv.a $(LIBS_ALL)
 
 # ---- tests ------------------------------------------------------------
 
@@ -242,7 +247,7 @@ $(O)/model/replay: model/replay.c csrc/resv.h $(O)/libresv.a
 
 # The busted specs under LuaJIT (settings in .busted), against the emulator
 # or MONGODB_URI as well as the memory store.
-test-lua: $(O)/libresv.so
+test-lua: $(O)/libresv.so $(O)/resv_freeze
 	LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  scripts/with-mongo $(LUAJIT) /usr/bin/busted
 
@@ -317,7 +322,7 @@ test-hosts: $(O)/libresv.so
 
 # The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI;
 # then a few of its tests and the demo from a clone in a 0700 directory.
-test-nginx: $(O)/libresv.so
+test-nginx: $(O)/libresv.so $(O)/resv_freeze
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_gateway.py
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_private_clone.py
 

@@ -56,6 +56,8 @@ static void remove_dir(void) {
   unlink(file);
   snprintf(file, sizeof file, "%s/resv.state", dir);
   unlink(file);
+  snprintf(file, sizeof file, "%s/resv.gate", dir);
+  unlink(file);
   rmdir(dir);
 }
 

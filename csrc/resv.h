@@ -206,6 +206,15 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err);
  * from several threads at once; accepts NULL. */
 void resv_store_shutdown(resv_store_t *store);
 
+/* resv_store_shutdown without waiting, for a host that must not block:
+ * new calls and the jobs still queued answer RESV_ECLOSED from here, and
+ * a background thread waits for the calls in flight (each bounded by its
+ * deadline) and lets go of the threads and connections. Returns at once.
+ * The handle stays valid until resv_store_close, which may come at any
+ * time after (the background thread frees the store if it is still
+ * running then). Idempotent; accepts NULL. */
+void resv_store_stop(resv_store_t *store);
+
 /* Frees the store with its types, shutting it down first, and returns at
  * once: when a call may still be on a server, a detached thread finishes
  * the shutdown and frees it (the call's deadline bounds it; the process
@@ -231,9 +240,18 @@ void resv_store_use_system_time(resv_store_t *store);
 /* The store's clock now, in epoch milliseconds. */
 int64_t resv_store_now(resv_store_t *store);
 
-/* True when calls run on the caller's thread (the memory store): then
- * resv_call never blocks and needs no coroutine to yield. */
+/* True when calls run on the caller's thread and never wait (the memory
+ * store): then resv_call never blocks and needs no coroutine to yield.
+ * False for the file store: with sync = process its calls run on the
+ * caller's thread too, but a write may have to wait for another writer
+ * (resv_try_call then says so, and resv_submit hands it to the
+ * dispatcher). */
 bool resv_store_runs_inline(const resv_store_t *store);
+
+/* True when resv_try_call may answer on the caller's thread (the memory
+ * store, the file store with sync = process); false when every call waits
+ * for a dispatcher thread (MongoDB, sync = disk). */
+bool resv_store_may_answer_inline(const resv_store_t *store);
 
 /* True when the store is a MongoDB store connected to a mongos. */
 bool resv_store_is_sharded(const resv_store_t *store);
@@ -296,13 +314,24 @@ bool resv_call(resv_type_t *type, const resv_request_t *request,
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *request,
                         resv_inbox_t *inbox, resv_error_t *err);
 
+/* Runs the call on the caller's thread when it can answer without
+ * waiting (the memory store always; the file store with sync = process
+ * unless another writer holds its write gate): returns true with answer
+ * filled, or false with err filled on an error. When it would have to
+ * wait it does nothing and returns false with err->code RESV_OK: then
+ * resv_submit it (or resv_call it, where blocking is allowed). For a host
+ * that must not block, whose calls mostly answer at once: no job is made
+ * for them. */
+bool resv_try_call(resv_type_t *type, const resv_request_t *request,
+                   resv_answer_t *answer, resv_error_t *err);
+
 /* resv_call and resv_submit with the request's strings as arguments
  * (length, then pointer, for each of key tenant, namespace, key, owner
  * tenant, owner id and attempt; NULL with length 0 is ""). For bindings
  * whose strings are kept alive only as arguments of a call: LuaJIT's FFI
  * keeps a call's arguments alive for the call, never the pointers stored
- * in a struct's fields. resv_call_args reads them only during the call;
- * resv_submit_args copies them before it returns. */
+ * in a struct's fields. resv_call_args and resv_try_call_args read them
+ * only during the call; resv_submit_args copies them before it returns. */
 bool resv_call_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
                     int64_t version, int64_t timeout_ms,
                     size_t key_tenant_len, const char *key_tenant,
@@ -321,6 +350,13 @@ resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
                              size_t owner_id_len, const char *owner_id,
                              size_t attempt_len, const char *attempt,
                              resv_inbox_t *inbox, resv_error_t *err);
+bool resv_try_call_args(resv_type_t *type, int32_t op, int64_t ttl_ms, int64_t version,
+                        int64_t timeout_ms, size_t key_tenant_len, const char *key_tenant,
+                        size_t ns_len, const char *ns, size_t key_len, const char *key,
+                        size_t owner_tenant_len, const char *owner_tenant,
+                        size_t owner_id_len, const char *owner_id,
+                        size_t attempt_len, const char *attempt,
+                        resv_answer_t *answer, resv_error_t *err);
 
 /* True once the job has its answer or error. Never blocks. */
 bool resv_job_done(const resv_job_t *job);

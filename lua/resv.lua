@@ -16,6 +16,7 @@ local base = require "resv.base"
 local sched = require "resv.sched"
 local rtype = require "resv.type"
 local ngxwait = require "resv.ngx"
+local tnt = require "resv.tarantool"
 
 local error = error
 local type = type
@@ -31,12 +32,14 @@ local str_find = string.find
 
 local resv_store_open = C.resv_store_open
 local resv_store_shutdown = C.resv_store_shutdown
+local resv_store_stop = C.resv_store_stop
 local resv_store_close = C.resv_store_close
 local resv_store_set_time = C.resv_store_set_time
 local resv_store_use_system_time = C.resv_store_use_system_time
 local resv_store_now = C.resv_store_now
 local resv_store_is_sharded = C.resv_store_is_sharded
 local resv_store_runs_inline = C.resv_store_runs_inline
+local resv_store_may_answer_inline = C.resv_store_may_answer_inline
 local resv_store_describe = C.resv_store_describe
 local resv_store_type = C.resv_store_type
 local resv_store_stats = C.resv_store_stats
@@ -99,7 +102,7 @@ function Store:type(context, aggregate)
   end
   -- The C handle belongs to the store; the reference to the store keeps
   -- it from being collected while the type is in use.
-  t = new_type(th, self, resv_store_runs_inline(h))
+  t = new_type(th, self, resv_store_runs_inline(h), resv_store_may_answer_inline(h))
   self.types[id] = t
   return t
 end
@@ -151,12 +154,25 @@ function Store:is_sharded()
   return resv_store_is_sharded(h)
 end
 
+-- True where the running code must not block: in nginx (any phase), in
+-- Tarantool, in a coroutine of resv.spawn.
+local function must_not_block()
+  return ngxwait.present() or sched.in_spawned() or tnt.usable()
+end
+
 -- Stops the store: calls still queued answer "closed", later calls too.
--- The memory goes when the store and its types are collected, so a
--- coroutine still holding a type never touches freed memory.
+-- Where the code must not block, it returns at once and a C thread waits
+-- for the calls in flight (each within its deadline); elsewhere it
+-- returns once they ended and the connections are closed. The memory
+-- goes when the store and its types are collected, so a coroutine still
+-- holding a type never touches freed memory.
 function Store:close()
   local h = check_store(self, "close")
-  resv_store_shutdown(h)
+  if must_not_block() then
+    resv_store_stop(h)
+  else
+    resv_store_shutdown(h)
+  end
   self.closed = true
   return true
 end
@@ -440,7 +456,7 @@ function _M.open(opts)
   if h == nil then
     return nil, error_string(err_buf)
   end
-  if not resv_store_runs_inline(h) then
+  if not resv_store_may_answer_inline(h) then
     ngxwait.check_pool() -- its calls will wait: is nginx's thread pool there?
   end
   return setmetatable({

@@ -48,6 +48,7 @@ function _M.remove_dir(path)
   os.remove(path .. "/lock.mdb")
   os.remove(path .. "/resv.state")
   os.remove(path .. "/resv.state.tmp")
+  os.remove(path .. "/resv.gate")
   os.remove(path)
 end
 

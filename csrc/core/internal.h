@@ -29,6 +29,15 @@
  * it itself (its own timeout fires at the deadline) before it answers
  * RESV_ETIMEOUT on its own. */
 #define RESV__DEADLINE_GRACE_MS 250
+/* The deadlines of a call run on its caller's thread: one that may wait
+ * (resv_call), which a backend that has to wait turns into the call's own
+ * deadline (timeout_ms from now); and one that must not (a host's event
+ * loop, through resv_submit): a backend that would wait answers
+ * RESV__EWOULDBLOCK instead, a code that never reaches a caller (the
+ * store then hands the call to its dispatcher). */
+#define RESV__DEADLINE_MAY_WAIT INT64_MAX
+#define RESV__DEADLINE_NO_WAIT INT64_MIN
+#define RESV__EWOULDBLOCK 1000
 /* The longest deadline, a store's or a call's: a day. */
 #define RESV__MAX_TIMEOUT_MS (24 * 3600 * 1000)
 #define RESV__COLLECTION_PREFIX "wow_reservation__"
@@ -161,13 +170,22 @@ typedef struct resv__backend_ops {
    * of a dispatcher thread (the file store with sync = disk, whose commit
    * would only be waited for there, at the cost of two thread switches). */
   bool blocking_inline;
+  /* True (with runs_inline): execute may have to wait (the file store's
+   * writes wait for its write gate), so the store keeps a dispatcher, and
+   * a call from a host that must not block runs inline with
+   * RESV__DEADLINE_NO_WAIT: when it would wait it answers
+   * RESV__EWOULDBLOCK and the store hands it to the dispatcher, which
+   * waits until the call's deadline. */
+  bool hands_off;
   /* Per-type state, made when the store first hands out the type (under
    * the store's type lock) and freed at close. May be NULL. */
   bool (*type_init)(void *backend, resv_type_t *type, resv_error_t *err);
   void (*type_free)(void *backend, resv_type_t *type);
   /* Runs one validated request. now is the store's clock (epoch ms, read
-   * once for the call); deadline is on resv__monotonic_ms's clock. Fills
-   * answer and returns true, or fills err and returns false. */
+   * once for the call); deadline is on resv__monotonic_ms's clock, or one
+   * of RESV__DEADLINE_MAY_WAIT and RESV__DEADLINE_NO_WAIT for a call on
+   * the caller's thread. Fills answer and returns true, or fills err and
+   * returns false. */
   bool (*execute)(void *backend, resv_type_t *type, const resv_request_t *req,
                   int64_t now, int64_t deadline, resv_answer_t *answer,
                   resv_error_t *err);

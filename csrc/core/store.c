@@ -25,10 +25,24 @@
 struct resv_store {
   const resv__backend_ops_t *ops;
   void *backend;
-  resv__pool_t *pool; /* NULL for an inline backend */
+  /* The dispatcher: made at open for a backend that does not run inline,
+   * NULL for one that does; for one that hands calls off (hands_off),
+   * made by the first call that has to wait (hand_off_pool), so that a
+   * store whose calls never wait starts no thread. Set once, under
+   * pool_mutex, which also guards pool_closed (no dispatcher is made any
+   * more). */
+  _Atomic(resv__pool_t *) pool;
+  pthread_mutex_t pool_mutex;
+  bool pool_closed;
+  int threads, queue; /* the options, for a dispatcher made later */
   pid_t pid;          /* the process that opened the store */
   unsigned generation; /* fork_generation in that process */
   atomic_bool closed;
+  /* The references besides the owner's: a stopper's while it runs
+   * (resv_store_stop). Whoever lets go last (finding 0) tears the store
+   * down. */
+  atomic_int refs;
+  atomic_bool stopping; /* a stopper was started */
   pthread_mutex_t shutdown_mutex; /* guards shut; held while shutting down */
   bool shut;          /* resv_store_shutdown's work is done */
   atomic_int active;  /* inline calls in progress */
@@ -76,6 +90,21 @@ static bool check_database(const resv_options_t *o, char *out, size_t size,
                       "database: must not contain / \\ . space \" or $");
   memcpy(out, o->database, n + 1);
   return true;
+}
+
+/* The fields of a store whose backend is open, from its options. */
+static void init_rest(resv_store_t *store, const resv_options_t *o) {
+  store->sampled = strcmp(store->ops->name, "memory") == 0;
+  store->generation = resv__generation_start();
+  store->pid = getpid();
+  store->timeout_ms = o->timeout_ms;
+  store->max_string = (size_t)o->max_string;
+  store->threads = o->threads;
+  store->queue = o->queue;
+  atomic_init(&store->clock_ms, SYSTEM_CLOCK);
+  pthread_mutex_init(&store->types_mutex, NULL);
+  pthread_mutex_init(&store->shutdown_mutex, NULL);
+  pthread_mutex_init(&store->pool_mutex, NULL);
 }
 
 resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) {
@@ -159,14 +188,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
       return NULL;
     }
   }
-  store->sampled = strcmp(store->ops->name, "memory") == 0;
-  store->generation = resv__generation_start();
-  store->pid = getpid();
-  store->timeout_ms = o.timeout_ms;
-  store->max_string = (size_t)o.max_string;
-  atomic_init(&store->clock_ms, SYSTEM_CLOCK);
-  pthread_mutex_init(&store->types_mutex, NULL);
-  pthread_mutex_init(&store->shutdown_mutex, NULL);
+  init_rest(store, &o);
   return store;
 }
 
@@ -179,6 +201,9 @@ void resv_store_shutdown(resv_store_t *store) {
    * every caller returns with the connections gone. */
   pthread_mutex_lock(&store->shutdown_mutex);
   if (!store->shut) {
+    pthread_mutex_lock(&store->pool_mutex);
+    store->pool_closed = true;
+    pthread_mutex_unlock(&store->pool_mutex);
     resv__pool_shutdown(store->pool);
     while (atomic_load(&store->active) > 0) sched_yield();
     if (store->ops->shutdown) store->ops->shutdown(store->backend);
@@ -206,6 +231,7 @@ static void teardown(resv_store_t *store) {
   store->ops->destroy(store->backend);
   pthread_mutex_destroy(&store->shutdown_mutex);
   pthread_mutex_destroy(&store->types_mutex);
+  pthread_mutex_destroy(&store->pool_mutex);
   resv__stats_free(store->stats);
   free(store);
 }
@@ -234,6 +260,7 @@ static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
 typedef struct reaper {
   pthread_t thread;
   resv_store_t *store;
+  bool stop_only; /* resv_store_stop's: shuts down, frees only when last */
   bool done;
   struct reaper *next;
 } reaper_t;
@@ -278,9 +305,19 @@ static void install_reapers(void) {
   pthread_atfork(reapers_lock, reapers_unlock, reapers_after_fork_child);
 }
 
+/* Drops a reference to the store; the last one tears it down. */
+static void store_unref(resv_store_t *store) {
+  if (atomic_fetch_sub(&store->refs, 1) == 0) teardown(store);
+}
+
 static void *reap(void *arg) {
   reaper_t *r = arg;
-  teardown(r->store);
+  if (r->stop_only) {
+    resv_store_shutdown(r->store);
+    store_unref(r->store);
+  } else {
+    teardown(r->store);
+  }
   pthread_mutex_lock(&reapers_mutex);
   r->done = true;
   if (--reapers == 0) pthread_cond_broadcast(&reapers_cond);
@@ -295,6 +332,28 @@ int resv__store_reapers(void) {
   return n;
 }
 
+/* Starts a reaper thread on store (stop_only: resv_store_stop's). False
+ * when there is no memory or thread for one. */
+static bool start_reaper(resv_store_t *store, bool stop_only) {
+  pthread_once(&reapers_once, install_reapers);
+  reaper_t *r = calloc(1, sizeof *r);
+  if (!r) return false;
+  r->store = store;
+  r->stop_only = stop_only;
+  pthread_mutex_lock(&reapers_mutex);
+  join_done_reapers_locked();
+  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
+    pthread_mutex_unlock(&reapers_mutex);
+    free(r);
+    return false;
+  }
+  reapers++;
+  r->next = reaper_list;
+  reaper_list = r;
+  pthread_mutex_unlock(&reapers_mutex);
+  return true;
+}
+
 void resv_store_close(resv_store_t *store) {
   if (!store) return;
   if (forked(store)) {
@@ -306,36 +365,35 @@ void resv_store_close(resv_store_t *store) {
     return;
   }
   atomic_store(&store->closed, true);
+  /* A stopper still running frees the store when it is done. */
+  if (atomic_fetch_sub(&store->refs, 1) != 0) return;
   /* Nothing left that could wait on a server: an inline store (its calls
    * never wait), or one already shut down. Else a reaper does it. */
   bool shut = !store->pool;
+  if (!shut && store->ops->hands_off) {
+    /* Its dispatcher runs only the calls that had to wait: when none is
+     * there, the teardown waits on nothing. */
+    int64_t waiting, running;
+    resv__pool_load(store->pool, &waiting, &running);
+    shut = waiting == 0 && running == 0;
+  }
   if (!shut && pthread_mutex_trylock(&store->shutdown_mutex) == 0) {
     shut = store->shut;
     pthread_mutex_unlock(&store->shutdown_mutex);
   }
-  if (shut) {
-    teardown(store);
-    return;
+  if (shut || !start_reaper(store, false))
+    teardown(store); /* without a thread to be had, here, waiting */
+}
+
+void resv_store_stop(resv_store_t *store) {
+  if (!store) return;
+  atomic_store(&store->closed, true); /* new calls answer closed from here */
+  if (forked(store) || !store->pool || atomic_exchange(&store->stopping, true)) return;
+  atomic_fetch_add(&store->refs, 1);
+  if (!start_reaper(store, true)) {
+    resv_store_shutdown(store); /* without a thread to be had, here, waiting */
+    atomic_fetch_sub(&store->refs, 1);
   }
-  pthread_once(&reapers_once, install_reapers);
-  reaper_t *r = calloc(1, sizeof *r);
-  if (!r) {
-    teardown(store); /* no memory for a reaper: do it here, waiting */
-    return;
-  }
-  r->store = store;
-  pthread_mutex_lock(&reapers_mutex);
-  join_done_reapers_locked();
-  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
-    pthread_mutex_unlock(&reapers_mutex);
-    free(r);
-    teardown(store); /* no thread to be had: do it here, waiting */
-    return;
-  }
-  reapers++;
-  r->next = reaper_list;
-  reaper_list = r;
-  pthread_mutex_unlock(&reapers_mutex);
 }
 
 void resv_store_set_time(resv_store_t *store, int64_t ms) {
@@ -356,6 +414,10 @@ bool resv_store_is_sharded(const resv_store_t *store) {
 }
 
 bool resv_store_runs_inline(const resv_store_t *store) {
+  return store->ops->runs_inline && !store->ops->hands_off;
+}
+
+bool resv_store_may_answer_inline(const resv_store_t *store) {
   return store->ops->runs_inline;
 }
 
@@ -495,7 +557,7 @@ static bool run_to_the_end(resv_store_t *store, resv_type_t *type, resv__work_fn
   resv_job_t *job = resv__job_new(type, NULL, work, NULL, deadline, err);
   if (!job) return false;
   job->user = call;
-  if (!store->pool) {
+  if (store->ops->runs_inline) {
     atomic_fetch_add(&store->active, 1);
     if (check_open(store, &job->error)) work(job);
     atomic_fetch_sub(&store->active, 1);
@@ -640,14 +702,15 @@ bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
   return c.ok;
 }
 
-static bool run_inline(resv_type_t *type, const resv_request_t *req,
+/* Runs a call on the caller's thread; deadline is RESV__DEADLINE_MAY_WAIT
+ * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else). */
+static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t deadline,
                        resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
   atomic_fetch_add(&store->active, 1);
   bool ok = check_open(store, err) &&
-            /* An inline backend answers without waiting: no deadline. */
             store->ops->execute(store->backend, type, req, resv_store_now(store),
-                                INT64_MAX, answer, err);
+                                deadline, answer, err);
   atomic_fetch_sub(&store->active, 1);
   return ok;
 }
@@ -659,9 +722,24 @@ static void execute_job(resv_job_t *job) {
                       resv_store_now(store), job->deadline, &job->answer, &job->error);
 }
 
+/* The dispatcher of a store that hands calls off, made on first use; NULL
+ * (err filled) once the store is shut down or without memory for it. */
+static resv__pool_t *hand_off_pool(resv_store_t *store, resv_error_t *err) {
+  resv__pool_t *pool = store->pool;
+  if (pool) return pool;
+  pthread_mutex_lock(&store->pool_mutex);
+  if (!store->pool && !store->pool_closed)
+    store->pool = resv__pool_new(store->threads, store->queue, err);
+  else if (!store->pool)
+    resv__fail(err, RESV_ECLOSED, "the store is closed");
+  pool = store->pool;
+  pthread_mutex_unlock(&store->pool_mutex);
+  return pool;
+}
+
 /* Makes and queues the job of a request (validated unless `validated`
  * says it already was); a job that cannot be queued is finished with its
- * error. */
+ * error. An inline store runs it on the caller's thread first. */
 static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
                           resv_inbox_t *inbox, bool validated, resv_error_t *err) {
   resv_store_t *store = type->store;
@@ -678,18 +756,47 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
     resv__job_finish(job);
     return job;
   }
-  if (!store->pool) {
-    run_inline(type, &job->request, &job->answer, &job->error);
-    resv__job_finish(job);
-    return job;
+  if (store->ops->runs_inline) {
+    /* With a dispatcher to hand it to, the call must not wait here. */
+    int64_t deadline = store->ops->hands_off ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
+    if (run_inline(type, &job->request, deadline, &job->answer, &job->error) ||
+        job->error.code != RESV__EWOULDBLOCK) {
+      resv__job_finish(job);
+      return job;
+    }
+    resv__error_clear(&job->error);
+    resv_answer_clear(&job->answer);
   }
-  if (!resv__pool_submit(store->pool, job, &job->error)) resv__job_finish(job);
+  resv__pool_t *pool = store->ops->runs_inline ? hand_off_pool(store, &job->error) : store->pool;
+  if (!pool || !resv__pool_submit(pool, job, &job->error)) resv__job_finish(job);
   return job;
 }
 
 resv_job_t *resv_submit(resv_type_t *type, const resv_request_t *req,
                         resv_inbox_t *inbox, resv_error_t *err) {
   return submit(type, req, inbox, false, err);
+}
+
+bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *answer,
+                   resv_error_t *err) {
+  resv_store_t *store = type->store;
+  resv_error_t local;
+  if (!err) err = &local;
+  if (!store->ops->runs_inline) {
+    resv__error_clear(err); /* every call waits for a dispatcher thread */
+    return false;
+  }
+  int64_t started = resv__now_ns();
+  bool ok = resv__validate_request(req, store->max_string, err) &&
+            run_inline(type, req, store->ops->hands_off ? RESV__DEADLINE_NO_WAIT
+                                                        : RESV__DEADLINE_MAY_WAIT, answer, err);
+  if (!ok && err->code == RESV__EWOULDBLOCK) {
+    resv__error_clear(err);
+    return false;
+  }
+  resv__stats_call(store->stats, req ? req->op : 0, ok, ok ? answer->status : err->code,
+                   resv__now_ns() - started);
+  return ok;
 }
 
 bool resv_call(resv_type_t *type, const resv_request_t *req,
@@ -701,11 +808,11 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
-  if (!store->pool || store->ops->blocking_inline) {
+  if (store->ops->runs_inline || store->ops->blocking_inline) {
     if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
-      return run_inline(type, req, answer, err);
+      return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
     if (store->sampled && !resv__stats_sample()) {
-      bool ok = run_inline(type, req, answer, err);
+      bool ok = run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
       if (ok)
         resv__stats_answered(store->stats, req->op, answer->status);
       else
@@ -713,7 +820,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
       return ok;
     }
     int64_t started = resv__now_ns();
-    bool ok = run_inline(type, req, answer, err);
+    bool ok = run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
     resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
                      resv__now_ns() - started);
     return ok;
@@ -808,4 +915,15 @@ resv_job_t *resv_submit_args(resv_type_t *type, int32_t op, int64_t ttl_ms,
                              resv_inbox_t *inbox, resv_error_t *err) {
   resv_request_t req = REQUEST_OF_ARGS;
   return resv_submit(type, &req, inbox, err);
+}
+
+bool resv_try_call_args(resv_type_t *type, int32_t op, int64_t ttl_ms, int64_t version,
+                        int64_t timeout_ms, size_t key_tenant_len, const char *key_tenant,
+                        size_t ns_len, const char *ns, size_t key_len, const char *key,
+                        size_t owner_tenant_len, const char *owner_tenant,
+                        size_t owner_id_len, const char *owner_id,
+                        size_t attempt_len, const char *attempt,
+                        resv_answer_t *answer, resv_error_t *err) {
+  resv_request_t req = REQUEST_OF_ARGS;
+  return resv_try_call(type, &req, answer, err);
 }

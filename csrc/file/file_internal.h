@@ -115,4 +115,26 @@ int resv__file_type_listed(MDB_txn *txn, const char *collection, bool add, bool 
  * are left as they are. Returns an LMDB error code (0 on success). */
 int resv__file_upgrade(MDB_txn *txn);
 
+/* ---- The write gate (file_gate.c) ---------------------------------- */
+
+/* The file of the gate in a store's directory, beside LMDB's two. */
+#define RESV__GATE_FILE "resv.gate"
+
+typedef struct resv__gate resv__gate_t;
+
+/* Maps the gate of the store in dir, making the file when it is missing.
+ * NULL with err filled when it cannot (the file is not a gate, no room). */
+resv__gate_t *resv__gate_open(const char *dir, resv_error_t *err);
+/* Unmaps it; accepts NULL. The gate must not be held by this process. */
+void resv__gate_close(resv__gate_t *g);
+/* Takes the gate when it is free, without waiting: false when another
+ * writer (a thread or a process) holds it. */
+bool resv__gate_try(resv__gate_t *g);
+/* Takes the gate, waiting at most until deadline (resv__monotonic_ms's
+ * clock). False with err filled: RESV_ETIMEOUT past the deadline (what
+ * names the call), RESV_EUNAVAILABLE when the lock itself fails. */
+bool resv__gate_enter(resv__gate_t *g, int64_t deadline, const char *what,
+                      resv_error_t *err);
+void resv__gate_leave(resv__gate_t *g);
+
 #endif /* RESV_FILE_INTERNAL_H */

@@ -33,6 +33,7 @@
  * "replaced" digit through its own map; every process sees that byte
  * under the writer lock and reads the new file only then. */
 #include "file_state.h"
+#include "file_internal.h" /* the write gate */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +48,8 @@
 #include <unistd.h>
 
 #define CHECKPOINT_IDLE_MS 200
+/* How long a checkpoint waits for the write gate before it tries again. */
+#define CHECKPOINT_GATE_MS 1000
 /* Pages of data.mdb allocated ahead of the last one used (sync =
  * "process"), and the least left before the next allocation: more than
  * one write transaction adds. */
@@ -70,6 +73,7 @@ struct resv__file_state {
   bool map_dirty;
   MDB_env *env;
   pthread_rwlock_t *resize;
+  resv__gate_t *gate; /* every writer's, taken before LMDB's writer lock */
   /* data.mdb is allocated on the disk up to room (sync = "process"); 0
    * when the file system cannot allocate ahead. Under the writer lock. */
   int64_t room;
@@ -191,11 +195,18 @@ static int write_state(resv__file_state_t *s, bool dirty) {
 
 /* ---- checkpoints -------------------------------------------------------- */
 
-/* Holding LMDB's writer lock (an empty write transaction): syncs data.mdb
- * and records clean, unless the state is clean already. */
-static int checkpoint(resv__file_state_t *s) {
+/* Holding the write gate and LMDB's writer lock (an empty write
+ * transaction): syncs data.mdb and records clean, unless the state is
+ * clean already. Waits for the gate until deadline (resv__monotonic_ms's
+ * clock): a writer frozen inside a commit costs a checkpoint, never a
+ * caller. Returns 0, an LMDB code or an errno (ETIMEDOUT for the gate). */
+static int checkpoint(resv__file_state_t *s, int64_t deadline) {
   MDB_txn *txn;
+  resv_error_t gate_err;
   int rc;
+  if (!resv__gate_try(s->gate) &&
+      !resv__gate_enter(s->gate, deadline, "checkpoint", &gate_err))
+    return ETIMEDOUT;
   for (;;) { /* as file_store.c's begin_txn: adopt a map another process grew */
     pthread_rwlock_rdlock(s->resize);
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != MDB_MAP_RESIZED) break;
@@ -203,7 +214,10 @@ static int checkpoint(resv__file_state_t *s) {
     pthread_rwlock_wrlock(s->resize);
     rc = mdb_env_set_mapsize(s->env, 0);
     pthread_rwlock_unlock(s->resize);
-    if (rc) return rc;
+    if (rc) {
+      resv__gate_leave(s->gate);
+      return rc;
+    }
   }
   if (rc == 0) {
     bool dirty = true, unused;
@@ -218,6 +232,7 @@ static int checkpoint(resv__file_state_t *s) {
     mdb_txn_abort(txn);
   }
   pthread_rwlock_unlock(s->resize);
+  resv__gate_leave(s->gate);
   return rc;
 }
 
@@ -242,7 +257,8 @@ static void *checkpoint_thread(void *arg) {
     }
     atomic_store(&s->wrote, false);
     pthread_mutex_unlock(&s->mutex);
-    if (checkpoint(s) != 0) { /* tried again after the next idle moment */
+    if (checkpoint(s, resv__add_ms_sat(resv__monotonic_ms(), CHECKPOINT_GATE_MS)) != 0) {
+      /* tried again after the next idle moment */
       atomic_store(&s->last_write_ms, resv__monotonic_ms());
       atomic_store(&s->wrote, true);
     }
@@ -406,11 +422,15 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
 }
 
 bool resv__file_state_start(resv__file_state_t *s, MDB_env *env, pthread_rwlock_t *resize,
-                            resv_error_t *err) {
+                            resv__gate_t *gate, int64_t deadline, resv_error_t *err) {
   s->env = env;
   s->resize = resize;
+  s->gate = gate;
   if (s->fresh || s->recheck) {
-    int rc = checkpoint(s);
+    int rc = checkpoint(s, deadline);
+    if (rc == ETIMEDOUT)
+      return resv__fail(err, RESV_ETIMEOUT, "open: %s: another writer held the store's "
+                        "write gate past the deadline", s->path);
     if (rc)
       return resv__fail(err, RESV_EUNAVAILABLE, "open: cannot record %s/resv.state: %s",
                         s->path, mdb_strerror(rc));
@@ -431,7 +451,7 @@ void resv__file_state_close(resv__file_state_t *s) {
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->mutex);
     pthread_join(s->thread, NULL);
-    checkpoint(s);
+    checkpoint(s, resv__add_ms_sat(resv__monotonic_ms(), CHECKPOINT_GATE_MS));
   }
   if (s->map) munmap(s->map, s->map_size);
   pthread_mutex_destroy(&s->mutex);

@@ -27,9 +27,12 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
 /* With the environment open: records the state when the directory has
  * none, checkpoints a dirty store of this boot, and (sync = "process")
  * starts the checkpoint thread. resize is the environment's lock that
- * every transaction holds shared. */
+ * every transaction holds shared; gate the write gate every checkpoint
+ * takes first (file_gate.c), waiting for it at open until deadline. */
+struct resv__gate;
 bool resv__file_state_start(resv__file_state_t *s, MDB_env *env,
-                            pthread_rwlock_t *resize, resv_error_t *err);
+                            pthread_rwlock_t *resize, struct resv__gate *gate,
+                            int64_t deadline, resv_error_t *err);
 
 /* Inside a write transaction, before it writes (it holds LMDB's writer
  * lock): makes the state file say dirty, durably, unless it does already.

@@ -2,7 +2,8 @@
  * process that opens the same directory (SPEC section 6).
  *
  * A directory holds LMDB's data.mdb and lock.mdb, the state file
- * resv.state (file_state.c) and nothing else. Its
+ * resv.state (file_state.c), the write gate resv.gate (file_gate.c) and
+ * nothing else. Its
  * main database lists one named database per aggregate type, named as the
  * type's MongoDB collection (file_ops.c says what is inside), and one
  * named "resv" whose "format" record marks the directory as a resv store
@@ -35,12 +36,21 @@
  * - Reads (get) use a read-only transaction: they never wait for a writer,
  *   and keep working when the map is full.
  *
+ * Every writer takes the write gate before LMDB's writer lock
+ * (begin_write), so no call waits for another writer past its deadline:
+ * a call on the caller's thread from a host that must not block only
+ * tries the gate and, finding it taken, answers RESV__EWOULDBLOCK, which
+ * hands it to the store's dispatcher; there, and in a caller that may
+ * block, the wait for the gate ends at the call's deadline (timeout).
+ * Opening an existing store only reads, so it waits for no writer either.
+ *
  * A process killed at any instant: LMDB's writer lock is a robust
  * process-shared mutex, so the next writer takes it over and the dead
  * writer's uncommitted transaction is simply not there (nothing it had
  * answered was uncommitted). A reader slot left by a dead process pins old
  * pages: mdb_reader_check clears such slots at open, at most once a second
- * on writes, and when the map is full.
+ * on writes and on reads that find the reader table full, and when the
+ * map is full.
  *
  * Before LMDB opens a directory, file_check.c checks data.mdb's meta pages
  * against its size and that the files can be opened as the process's
@@ -105,6 +115,7 @@ typedef struct env {
   pid_t pid;
   int refs; /* guarded by registry_mutex */
   MDB_env *mdb;
+  resv__gate_t *gate; /* taken by every writer before LMDB's lock */
   bool disk;
   resv__file_state_t *state; /* resv.state and the checkpoints */
   int64_t map_size;
@@ -135,6 +146,7 @@ typedef struct env {
 typedef struct file {
   env_t *env;
   int64_t grace_ms;
+  int64_t timeout_ms; /* the store's, for the calls that give none */
   int32_t max_holds;
   bool no_create; /* the option: a type's database is never created */
 } file_t;
@@ -148,6 +160,7 @@ struct gc_op {
   int64_t now;
   resv_answer_t *answer;
   resv_error_t *err;
+  int64_t deadline;
   pthread_cond_t wake; /* its commit is done, or it is to lead the next */
   bool ok;
   bool done;
@@ -211,6 +224,8 @@ static _Thread_local bool in_write;
 /* Begins a transaction (flags 0 or MDB_RDONLY) with e->resize held
  * shared; end_txn releases it once the transaction is committed or
  * aborted. */
+static int check_readers(env_t *e, bool now_anyway);
+
 static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   for (;;) {
     pthread_rwlock_rdlock(&e->resize);
@@ -226,6 +241,9 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
       mdb_txn_abort(*txn);
     }
     pthread_rwlock_unlock(&e->resize);
+    /* A full reader table may be full of dead processes' slots (a process
+     * that only reads would never clear them otherwise). */
+    if (rc == MDB_READERS_FULL && check_readers(e, false) > 0) continue;
     if (rc != MDB_MAP_RESIZED) return rc;
     /* Another process grew the map: adopt its size, with no transaction
      * of this process open. */
@@ -244,18 +262,48 @@ static void end_txn(env_t *e) {
   pthread_rwlock_unlock(&e->resize);
 }
 
-/* A write transaction: begin_txn, then (sync = "process") data.mdb has
- * room on the disk and the state file says dirty before anything is
- * written (file_state.c). */
-static int begin_write(env_t *e, MDB_txn **txn) {
+/* begin_write's answer when the write gate was not taken (err says why). */
+#define GATE_REFUSED (-1)
+
+/* Begins a write transaction behind the write gate (file_gate.c), which
+ * it waits for until deadline; with RESV__DEADLINE_NO_WAIT it only tries,
+ * and answers RESV__EWOULDBLOCK when the gate is taken. Then (sync =
+ * "process") data.mdb has room on the disk and the state file says dirty
+ * before anything is written (file_state.c). Returns GATE_REFUSED with
+ * err filled, or begin_txn's code or an errno (the gate held when 0);
+ * end_write ends what it began. */
+static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_t *err,
+                       MDB_txn **txn) {
+  if (!resv__gate_try(e->gate)) {
+    if (deadline == RESV__DEADLINE_NO_WAIT) {
+      resv__fail(err, RESV__EWOULDBLOCK, "%s: another writer holds the gate", what);
+      return GATE_REFUSED;
+    }
+    if (!resv__gate_enter(e->gate, deadline, what, err)) return GATE_REFUSED;
+  }
   int rc = begin_txn(e, 0, txn);
   if (rc == 0 && ((rc = resv__file_state_room(e->state)) != 0 ||
                   (rc = resv__file_state_dirty(e->state)) != 0)) {
     mdb_txn_abort(*txn);
     end_txn(e);
   }
-  if (rc == 0) resv__file_state_wrote(e->state);
-  return rc;
+  if (rc) {
+    resv__gate_leave(e->gate);
+    return rc;
+  }
+  resv__file_state_wrote(e->state);
+  return 0;
+}
+
+static void end_write(env_t *e) {
+  end_txn(e);
+  resv__gate_leave(e->gate);
+}
+
+/* lmdb_fail for a code of begin_write's: err is filled already when the
+ * gate was refused. */
+static bool write_fail(const env_t *e, resv_error_t *err, int rc, const char *what) {
+  return rc == GATE_REFUSED ? false : lmdb_fail(e, err, rc, what);
 }
 
 /* A read-only transaction, renewed from the idle ones when there is one
@@ -295,15 +343,17 @@ static void end_read(env_t *e, MDB_txn *txn) {
   end_txn(e);
 }
 
-/* Clears the reader slots of dead processes, at most once a second. */
-static void check_readers(env_t *e, bool now_anyway) {
+/* Clears the reader slots of dead processes, at most once a second.
+ * Returns how many it cleared. */
+static int check_readers(env_t *e, bool now_anyway) {
   int64_t now = resv__monotonic_ms();
   int64_t at = atomic_load_explicit(&e->reader_check_at, memory_order_relaxed);
   if (!now_anyway && (now < at || !atomic_compare_exchange_strong(
                                       &e->reader_check_at, &at, now + READER_CHECK_MS)))
-    return;
-  int dead;
+    return 0;
+  int dead = 0;
   mdb_reader_check(e->mdb, &dead);
+  return dead;
 }
 
 /* ---- the directory and the environment --------------------------------- */
@@ -327,17 +377,19 @@ static bool check_directory(const char *path, struct stat *st, resv_error_t *err
   while (ok && (de = readdir(dir))) {
     const char *n = de->d_name;
     if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "data.mdb") && strcmp(n, "lock.mdb") &&
-        strcmp(n, "resv.state") && strcmp(n, "resv.state.tmp"))
+        strcmp(n, "resv.state") && strcmp(n, "resv.state.tmp") && strcmp(n, RESV__GATE_FILE))
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s is not a resv store: it holds %s (a resv store "
-                      "holds only LMDB's data.mdb and lock.mdb, and resv.state)", path, n);
+                      "holds only LMDB's data.mdb and lock.mdb, resv.state and "
+                      RESV__GATE_FILE ")", path, n);
   }
   closedir(dir);
   return ok;
 }
 
 /* A store of format 1 (BSON records): its records rewritten and the
- * store marked 2, in txn, committed (or not at all); ends txn. */
+ * store marked 2, in txn (begun by begin_write), committed (or not at
+ * all); ends txn with end_write. */
 static bool upgrade_store(env_t *e, MDB_txn *txn, MDB_dbi marker, resv_error_t *err) {
   MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
   bson_t b = BSON_INITIALIZER;
@@ -349,36 +401,46 @@ static bool upgrade_store(env_t *e, MDB_txn *txn, MDB_dbi marker, resv_error_t *
   else
     mdb_txn_abort(txn);
   bson_destroy(&b);
-  end_txn(e);
+  end_write(e);
   return rc ? lmdb_fail(e, err, rc, "open: upgrade the store from format 1") : true;
 }
 
 /* Checks the "resv" database's format record, or writes it into an empty
- * environment. */
-static bool check_marker(env_t *e, resv_error_t *err) {
+ * environment (and upgrades a store of format 1). Without write it reads
+ * only (a store opens without waiting for its writers) and sets
+ * *unmarked when the environment is empty or of format 1: then it is to
+ * run again with write, behind the gate. */
+static bool check_marker(env_t *e, bool write, int64_t deadline, resv_error_t *err,
+                         bool *unmarked) {
   MDB_txn *txn;
   MDB_dbi main_dbi, marker;
   MDB_stat st;
   bool ok = true;
-  int rc = begin_txn(e, 0, &txn);
-  if (rc) return lmdb_fail(e, err, rc, "open");
+  int rc = write ? begin_write(e, deadline, "open", err, &txn)
+                 : begin_txn(e, MDB_RDONLY, &txn);
+  if (rc) return write_fail(e, err, rc, "open");
   rc = mdb_dbi_open(txn, marker_name, 0, &marker);
   if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
     if (rc == MDB_NOTFOUND && (rc = mdb_dbi_open(txn, NULL, 0, &main_dbi)) == 0 &&
         (rc = mdb_stat(txn, main_dbi, &st)) == 0 && st.ms_entries == 0) {
+      if (!write) {
+        mdb_txn_abort(txn);
+        end_txn(e);
+        *unmarked = true;
+        return true;
+      }
       /* A new store: mark it. */
       MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
       bson_t b = BSON_INITIALIZER;
       BSON_APPEND_INT32(&b, "format", STORE_FORMAT);
       MDB_val val = {b.len, (void *)bson_get_data(&b)};
-      if ((rc = resv__file_state_dirty(e->state)) == 0 &&
-          (rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
+      if ((rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
           (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
         rc = mdb_txn_commit(txn);
       else
         mdb_txn_abort(txn);
       bson_destroy(&b);
-      end_txn(e);
+      end_write(e);
       return rc ? lmdb_fail(e, err, rc, "open") : true;
     }
     if (rc == 0 || rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
@@ -398,7 +460,12 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       ok = resv__fail(err, RESV_EFORMAT,
                       "path: %s has a resv format record without a numeric format",
                       e->path);
-    else if (rc == 0 && bson_iter_as_double(&it) == 1)
+    else if (rc == 0 && bson_iter_as_double(&it) == 1 && !write) {
+      mdb_txn_abort(txn); /* the upgrade writes: again, behind the gate */
+      end_txn(e);
+      *unmarked = true;
+      return true;
+    } else if (rc == 0 && bson_iter_as_double(&it) == 1)
       return upgrade_store(e, txn, marker, err);
     else if (rc == 0 && bson_iter_as_double(&it) != STORE_FORMAT)
       ok = resv__fail(err, RESV_EFORMAT,
@@ -410,7 +477,10 @@ static bool check_marker(env_t *e, resv_error_t *err) {
       rc = 0;
   }
   mdb_txn_abort(txn);
-  end_txn(e);
+  if (write)
+    end_write(e);
+  else
+    end_txn(e);
   return rc ? lmdb_fail(e, err, rc, "open") : ok;
 }
 
@@ -428,6 +498,7 @@ static void env_free(env_t *e) {
   for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
   resv__file_state_close(e->state); /* checkpoints: before LMDB closes */
   if (e->mdb) mdb_env_close(e->mdb);
+  resv__gate_close(e->gate);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
   pthread_mutex_destroy(&e->idle_mutex);
@@ -436,7 +507,7 @@ static void env_free(env_t *e) {
 }
 
 static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
-                      bool disk, bool reset, resv_error_t *err) {
+                      bool disk, bool reset, int64_t timeout_ms, resv_error_t *err) {
   env_t *e = calloc(1, sizeof *e);
   if (!e) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a file store");
@@ -457,7 +528,8 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   /* The state file first: nothing may read data.mdb that resv.state says
    * an OS crash may have damaged. */
   if (!(e->state = resv__file_state_open(path, disk, reset, err)) ||
-      !resv__file_check(path, err)) { /* file_state.c, file_check.c */
+      !resv__file_check(path, err) || /* file_check.c */
+      !(e->gate = resv__gate_open(path, err))) {
     env_free(e);
     return NULL;
   }
@@ -483,7 +555,11 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   mdb_env_stat(e->mdb, &est);
   e->limit_pages = (size_t)map_size / est.ms_psize;
   check_readers(e, true);
-  if (!check_marker(e, err) || !resv__file_state_start(e->state, e->mdb, &e->resize, err)) {
+  bool unmarked = false;
+  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), timeout_ms);
+  if (!check_marker(e, false, deadline, err, &unmarked) ||
+      (unmarked && !check_marker(e, true, deadline, err, &unmarked)) ||
+      !resv__file_state_start(e->state, e->mdb, &e->resize, e->gate, deadline, err)) {
     env_free(e);
     return NULL;
   }
@@ -521,11 +597,13 @@ static void file_type_free(void *backend, resv_type_t *type) {
 /* The type's database opened and its format record checked (flags 0)
  * in a write transaction that creates them when missing, or (MDB_RDONLY)
  * in a read-only one, which answers MDB_NOTFOUND or EACCES when there is
- * something to create. */
-static int set_up_type(env_t *e, resv_type_t *type, unsigned flags, MDB_dbi *dbi,
-                       resv_error_t *err, bool *ok) {
+ * something to create. A write waits for the write gate until deadline
+ * (GATE_REFUSED, err filled, past it). */
+static int set_up_type(env_t *e, resv_type_t *type, unsigned flags, int64_t deadline,
+                       MDB_dbi *dbi, resv_error_t *err, bool *ok) {
   MDB_txn *txn;
-  int rc = flags ? begin_txn(e, flags, &txn) : begin_write(e, &txn);
+  int rc = flags ? begin_txn(e, flags, &txn)
+                 : begin_write(e, deadline, "set up the type", err, &txn);
   if (rc) return rc;
   rc = mdb_dbi_open(txn, type->collection, flags ? 0 : MDB_CREATE, dbi);
   if (rc == 0) rc = resv__file_format(txn, *dbi, type->collection, err, ok);
@@ -533,26 +611,34 @@ static int set_up_type(env_t *e, resv_type_t *type, unsigned flags, MDB_dbi *dbi
     rc = mdb_txn_commit(txn); /* a read-only one keeps the handle too */
   else
     mdb_txn_abort(txn);
-  end_txn(e);
+  if (flags)
+    end_txn(e);
+  else
+    end_write(e);
   return rc;
 }
 
 /* Opens (creating it on first use, unless no_create) the type's database
  * and checks its format record, once per store and type; a failure is
- * tried again on the next call. A type that is there already is set up without a write
- * (with sync = "process" a write would make the state file dirty). */
-static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
+ * tried again on the next call. A type that is there already is set up
+ * without a write (with sync = "process" a write would make the state file dirty). */
+static bool type_ready(file_t *f, resv_type_t *type, int64_t deadline, resv_error_t *err) {
   resv__file_type_t *ft = type->backend_state;
   if (atomic_load_explicit(&ft->ready, memory_order_acquire)) return true;
   env_t *e = f->env;
   bool ok = true;
-  pthread_mutex_lock(&e->setup);
+  if (deadline != RESV__DEADLINE_NO_WAIT)
+    pthread_mutex_lock(&e->setup);
+  else if (pthread_mutex_trylock(&e->setup) != 0) /* a set-up waits for the gate */
+    return resv__fail(err, RESV__EWOULDBLOCK, "set up the type: another one is under way");
   if (!atomic_load_explicit(&ft->ready, memory_order_acquire)) {
     MDB_dbi dbi = 0;
-    int rc = set_up_type(e, type, MDB_RDONLY, &dbi, err, &ok);
+    int rc = set_up_type(e, type, MDB_RDONLY, deadline, &dbi, err, &ok);
     if (rc == EACCES || (rc == MDB_NOTFOUND && !f->no_create))
-      rc = set_up_type(e, type, 0, &dbi, err, &ok);
-    if (rc == MDB_INCOMPATIBLE)
+      rc = set_up_type(e, type, 0, deadline, &dbi, err, &ok);
+    if (rc == GATE_REFUSED)
+      ok = false;
+    else if (rc == MDB_INCOMPATIBLE)
       ok = resv__fail(err, RESV_EFORMAT, "%s: %s is not a type's database", e->path,
                       type->collection);
     else if (rc == MDB_NOTFOUND)
@@ -565,7 +651,7 @@ static bool type_ready(file_t *f, resv_type_t *type, resv_error_t *err) {
     if (ok) {
       ft->dbi = dbi;
       atomic_store_explicit(&ft->ready, true, memory_order_release);
-    } else {
+    } else if (err && err->code != RESV__EWOULDBLOCK) {
       resv__type_count(type, RESV__STAT_SETUP_FAILURE);
     }
   }
@@ -609,7 +695,8 @@ static bool read_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
  * deletion copies its pages too, and the pages a transaction frees are
  * free for the next one only, so when even a small chunk finds no room
  * the chunks shrink to one record and grow again as room comes back. */
-static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
+static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now,
+                              int64_t deadline) {
   env_t *e = f->env;
   MDB_txn *txn;
   MDB_stat st;
@@ -626,13 +713,14 @@ static void reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now) {
     unsigned char at[RESV__FILE_KEY_MAX + 1];
     size_t at_len = ft->sweep_len;
     memcpy(at, ft->sweep_at, at_len);
-    if (begin_write(e, &txn)) return;
+    resv_error_t gate_err;
+    if (begin_write(e, deadline, "reclaim", &gate_err, &txn)) return;
     rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), chunk, &deleted);
     if (rc == 0)
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     if (rc == 0) {
       done += chunk;
       if (chunk < RECLAIM_CHUNK) chunk *= 2;
@@ -684,15 +772,15 @@ static bool adds_data(const resv_request_t *r) {
 /* One write in its own transaction, with the expired records it passes
  * reclaimed; when the map is full, reclaims and tries once more. */
 static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                      int64_t now, resv_answer_t *a, resv_error_t *err) {
+                      int64_t now, int64_t deadline, resv_answer_t *a, resv_error_t *err) {
   env_t *e = f->env;
   for (int round = 0;; round++) {
     MDB_txn *txn;
     bool ok = false;
     size_t deleted = 0;
     check_readers(e, false);
-    int rc = begin_write(e, &txn);
-    if (rc) return lmdb_fail(e, err, rc, op_name(r->op));
+    int rc = begin_write(e, deadline, op_name(r->op), err, &txn);
+    if (rc) return write_fail(e, err, rc, op_name(r->op));
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
     else
@@ -702,10 +790,10 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     if (rc == 0) return ok;
     if (rc != MDB_MAP_FULL || round > 0) return lmdb_fail(e, err, rc, op_name(r->op));
-    reclaim_when_full(f, ft, now);
+    reclaim_when_full(f, ft, now, deadline);
   }
 }
 
@@ -714,11 +802,18 @@ static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
  * own transaction, so one write's failure is only its own. */
 static void run_batch(env_t *e, gc_op_t *batch) {
   MDB_txn *txn;
+  int64_t deadline = batch->deadline; /* the batch's latest */
+  for (gc_op_t *o = batch; o; o = o->next)
+    if (o->deadline > deadline) deadline = o->deadline;
   check_readers(e, false);
-  int rc = begin_write(e, &txn);
+  int rc = begin_write(e, deadline, op_name(batch->req->op), batch->err, &txn);
+  if (rc == GATE_REFUSED) { /* every write of the batch answers why */
+    for (gc_op_t *o = batch->next; o; o = o->next) *o->err = *batch->err;
+    return;
+  }
   if (rc == 0 && over_limit(e)) { /* each on its own, as write_one decides */
     mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     rc = MDB_MAP_FULL;
   } else if (rc == 0) {
     for (gc_op_t *o = batch; o && rc == 0; o = o->next) {
@@ -733,11 +828,11 @@ static void run_batch(env_t *e, gc_op_t *batch) {
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
   }
   if (rc == 0) return;
   for (gc_op_t *o = batch; o; o = o->next)
-    o->ok = write_one(o->file, o->ft, o->req, o->now, o->answer, o->err);
+    o->ok = write_one(o->file, o->ft, o->req, o->now, o->deadline, o->answer, o->err);
 }
 
 /* Queues a write for the next group commit and waits for it: the first
@@ -746,9 +841,11 @@ static void run_batch(env_t *e, gc_op_t *batch) {
  * commit, and the first of those queued meanwhile to lead the next (one
  * broadcast woke every waiter for each commit: a thundering herd). */
 static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                          int64_t now, resv_answer_t *a, resv_error_t *err) {
+                          int64_t now, int64_t deadline, resv_answer_t *a,
+                          resv_error_t *err) {
   env_t *e = f->env;
-  gc_op_t op = {.file = f, .ft = ft, .req = r, .now = now, .answer = a, .err = err};
+  gc_op_t op = {.file = f, .ft = ft, .req = r, .now = now, .answer = a, .err = err,
+                .deadline = deadline};
   pthread_cond_init(&op.wake, NULL);
   pthread_mutex_lock(&e->gc_mutex);
   if (e->gc_tail)
@@ -784,8 +881,8 @@ static bool write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t
 /* sweep: the whole type, SWEEP_CHUNK records per write transaction (so
  * other writers run between chunks); a chunk the full map refuses runs
  * again one record at a time. */
-static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *a,
-                  resv_error_t *err) {
+static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, int64_t deadline,
+                  resv_answer_t *a, resv_error_t *err) {
   env_t *e = f->env;
   unsigned char at[RESV__FILE_KEY_MAX + 1];
   size_t at_len = 0, deleted = 0, chunk = SWEEP_CHUNK;
@@ -796,14 +893,14 @@ static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *
     memcpy(before, at, at_len);
     MDB_txn *txn;
     check_readers(e, false);
-    int rc = begin_write(e, &txn);
-    if (rc) return lmdb_fail(e, err, rc, "sweep");
+    int rc = begin_write(e, deadline, "sweep", err, &txn);
+    if (rc) return write_fail(e, err, rc, "sweep");
     rc = resv__file_walk(txn, ft->dbi, at, &at_len, limit, chunk, &n);
     if (rc == 0)
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(e);
+    end_write(e);
     if (rc == MDB_MAP_FULL && chunk > 1) {
       memcpy(at, before, before_len); /* the chunk did not happen */
       at_len = before_len;
@@ -819,19 +916,34 @@ static bool sweep(file_t *f, resv__file_type_t *ft, int64_t now, resv_answer_t *
   return true;
 }
 
+/* The deadline a call waits for the gate until: a blocking caller's
+ * (RESV__DEADLINE_MAY_WAIT) is timeout_ms from now, read only when it
+ * may be needed (reads never wait). */
+static int64_t call_deadline(const file_t *f, const resv_request_t *r, int64_t deadline) {
+  if (deadline != RESV__DEADLINE_MAY_WAIT) return deadline;
+  return resv__add_ms_sat(resv__monotonic_ms(),
+                          r->timeout_ms > 0 ? r->timeout_ms : f->timeout_ms);
+}
+
 static bool file_execute(void *backend, resv_type_t *type, const resv_request_t *r,
                          int64_t now, int64_t deadline, resv_answer_t *a,
                          resv_error_t *err) {
   file_t *f = backend;
-  if (!type_ready(f, type, err)) return false;
   resv__file_type_t *ft = type->backend_state;
+  if (!atomic_load_explicit(&ft->ready, memory_order_acquire) &&
+      !type_ready(f, type, call_deadline(f, r, deadline), err))
+    return false;
   if (r->op == RESV_OP_GET) return read_one(f, ft, r, now, a, err, NULL);
-  if (r->op == RESV_OP_SWEEP) return sweep(f, ft, now, a, err);
+  if (r->op == RESV_OP_SWEEP) /* a whole type: never on an event loop */
+    return deadline == RESV__DEADLINE_NO_WAIT
+               ? resv__fail(err, RESV__EWOULDBLOCK, "sweep: runs on the dispatcher")
+               : sweep(f, ft, now, call_deadline(f, r, deadline), a, err);
   bool write_needed = true;
   bool ok = read_one(f, ft, r, now, a, err, &write_needed);
   if (!write_needed) return ok;
-  if (f->env->disk) return write_grouped(f, ft, r, now, a, err);
-  return write_one(f, ft, r, now, a, err);
+  deadline = call_deadline(f, r, deadline); /* a write may wait for the gate */
+  if (f->env->disk) return write_grouped(f, ft, r, now, deadline, a, err);
+  return write_one(f, ft, r, now, deadline, a, err);
 }
 
 /* A page of resv_type_scan (file_scan.c) in a read-only transaction. The
@@ -868,20 +980,20 @@ static bool file_put(void *backend, resv_type_t *type, const resv_scan_entry_t *
                      int64_t deadline, int32_t *outcome, resv_error_t *err) {
   file_t *f = backend;
   env_t *env = f->env;
-  if (!type_ready(f, type, err)) return false;
+  if (!type_ready(f, type, deadline, err)) return false;
   resv__file_type_t *ft = type->backend_state;
   MDB_txn *txn;
   bool ok = true;
-  int rc = begin_write(env, &txn);
+  int rc = begin_write(env, deadline, "put", err, &txn);
   if (rc == 0) {
     rc = resv__file_put(txn, ft, e, outcome, err, &ok);
     if (rc == 0 && ok && *outcome == RESV_PUT_ADDED)
       rc = mdb_txn_commit(txn);
     else
       mdb_txn_abort(txn);
-    end_txn(env);
+    end_write(env);
   }
-  return rc ? lmdb_fail(env, err, rc, "put") : ok;
+  return rc ? write_fail(env, err, rc, "put") : ok;
 }
 
 /* resv_store_types: the named databases, read from LMDB's main database
@@ -948,6 +1060,7 @@ static void file_destroy(void *backend) {
 static const resv__backend_ops_t process_ops = {
     .name = "file",
     .runs_inline = true,
+    .hands_off = true,
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,
@@ -1044,6 +1157,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   f->grace_ms = o->sweep_grace_ms ? o->sweep_grace_ms : DEFAULT_GRACE_MS;
   f->max_holds = o->max_holds ? o->max_holds : RESV__DEFAULT_MAX_HOLDS;
   f->no_create = o->no_create != 0;
+  f->timeout_ms = o->timeout_ms ? o->timeout_ms : RESV__DEFAULT_TIMEOUT_MS;
 
   pthread_once(&registry_once, registry_atfork);
   registry_lock();
@@ -1062,7 +1176,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   } else if (e) {
     e->refs++;
   } else if ((e = env_new(path, &st, map_size, disk,
-                            o->on_os_crash == RESV_OS_CRASH_RESET, err))) {
+                            o->on_os_crash == RESV_OS_CRASH_RESET, o->timeout_ms, err))) {
     e->next = registry;
     registry = e;
   }

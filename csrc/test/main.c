@@ -19,7 +19,7 @@ static const struct {
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),   SUITE(file_records),
     SUITE(file_state),
-    SUITE(sweep),        SUITE(stats),        SUITE(scan),
+    SUITE(sweep),        SUITE(stats),        SUITE(scan),      SUITE(nonblocking),
     SUITE(no_create),
     SUITE(file_integrity),
 };

@@ -145,6 +145,11 @@ end
 
 local warned = {} -- phase -> true once a blocking call there was logged
 
+-- True when the running code is in nginx (any phase: none may block).
+function _M.present()
+  return ngx ~= nil and ngx.get_phase ~= nil
+end
+
 -- True when the running code is in an nginx phase whose coroutine may
 -- yield. In a phase that cannot (init_worker, set, header_filter, log,
 -- ...) the call will block the worker: that is logged once per phase.

@@ -19,8 +19,12 @@
 --   * anywhere else: resv_call_args, which blocks until the answer or the
 --     call's deadline.
 -- A store that answers inline (the memory store) is called directly in
--- every context: its answer is there at once. A waiter gives up at the
--- job's deadline plus a grace (resv_job_deadline) and answers `timeout`.
+-- every context: its answer is there at once. A file store with sync =
+-- "process" is tried on the caller's thread first (resv_try_call_args),
+-- which answers unless the write would have to wait for another writer;
+-- only then does the call wait as the context allows. A waiter gives up
+-- at the job's deadline plus a grace (resv_job_deadline) and answers
+-- `timeout`.
 local ffi = require "ffi"
 local jit = require "jit"
 local C = require "resv.ffi"
@@ -42,6 +46,7 @@ local ffi_string = ffi.string
 
 local resv_call_args = C.resv_call_args
 local resv_submit_args = C.resv_submit_args
+local resv_try_call_args = C.resv_try_call_args
 local resv_job_done = C.resv_job_done
 local resv_job_error = C.resv_job_error
 local resv_job_answer = C.resv_job_answer
@@ -102,9 +107,11 @@ Type.__index = Type
 local _M = {}
 
 -- A type object over the C handle h of store (a Lua store object, which
--- the type keeps alive: the handle belongs to it).
-function _M.new(h, store, inline)
-  return setmetatable({ handle = h, store = store, inline = inline }, Type)
+-- the type keeps alive: the handle belongs to it). inline: every call
+-- answers at once; tries: a call may answer at once (resv_try_call_args).
+function _M.new(h, store, inline, tries)
+  return setmetatable({ handle = h, store = store, inline = inline,
+                        tries = tries and not inline }, Type)
 end
 
 ---------------------------------------------------------------------------
@@ -334,6 +341,16 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
   if not timeout then return nil, into end -- (then into is the error)
   -- The owner an answer may reuse: only a reserve's or confirm's.
   local aot = mine and ot or nil
+  if t.tries then
+    if resv_try_call_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                          #kk, kk, #ot, ot, #oid, oid,
+                          #attempt, attempt, answer_buf, err_buf) then
+      return answer_table(answer_buf, aot, oid, attempt, into)
+    end
+    if err_buf.code ~= 0 then
+      return nil, error_string(err_buf)
+    end -- else it would wait for another writer: as below
+  end
   local inline = t.inline
   local spawned = not inline and in_spawned()
   local fibers = not inline and not spawned and tnt_usable()

@@ -9,6 +9,7 @@ uses e-mail addresses no other test or run uses.
 """
 
 import concurrent.futures
+import http.client
 import os
 import re
 import shutil
@@ -599,6 +600,184 @@ class OpenedInInit(unittest.TestCase):
     @needs_mongo
     def test_a_mongodb_store(self):
         self.assertRefusedInInit('uri = "%s"' % URI)
+
+
+# A module of the tests below, loaded by each worker: a file store with
+# sync = "process" (its calls answer on the worker's thread), opened on
+# first use, and a MongoDB store closed with calls in flight.
+NONBLOCKING_LUA = r"""
+local resv = require "resv"
+local _M = {}
+local users
+
+local function ms_since(t0)
+  ngx.update_time()
+  return math.floor((ngx.now() - t0) * 1000)
+end
+
+-- GET /nb?op=reserve|get&k=KEY: "<worker pid> <ms> <status or error>".
+function _M.call(path)
+  if users == nil then
+    local store = assert(resv.open { path = path, sync = "process", timeout_ms = 1000 })
+    users = assert(store:type("shop", "nb"))
+  end
+  local key = { namespace = "email", key = ngx.var.arg_k }
+  ngx.update_time()
+  local t0 = ngx.now()
+  local r, err
+  if ngx.var.arg_op == "reserve" then
+    r, err = users:reserve(key, { id = "o1" }, "a", 60000)
+  else
+    r, err = users:get(key)
+  end
+  ngx.say(ngx.worker.pid(), " ", ms_since(t0), " ", r and r.status or err)
+end
+
+-- GET /nb/close: 8 calls in flight to uri, then store:close():
+-- "<ms close took> <the calls' answers>".
+function _M.close(uri)
+  local store = assert(resv.open { uri = uri, timeout_ms = 3000 })
+  local t = assert(store:type("shop", "nb"))
+  local threads = {}
+  for i = 1, 8 do
+    threads[i] = ngx.thread.spawn(function()
+      return t:reserve({ namespace = "email", key = "k" .. i }, { id = "o" }, "a", 60000)
+    end)
+  end
+  ngx.sleep(0.2) -- every call is on the dispatcher now
+  ngx.update_time()
+  local t0 = ngx.now()
+  store:close()
+  local took = ms_since(t0)
+  local answers = {}
+  for i = 1, 8 do
+    local _, r, err = ngx.thread.wait(threads[i])
+    answers[i] = r and r.status or tostring(err):match("^%a+")
+  end
+  ngx.say(took, " ", table.concat(answers, ","))
+end
+
+return _M
+"""
+
+
+class NeverBlocks(unittest.TestCase):
+    """A host that must not block is never blocked: not by a writer frozen
+    inside a commit, not by store:close()."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix='resv-nb-')
+        os.chmod(self.dir, 0o777)  # workers may run as nobody
+        self.gateway_dir = tempfile.mkdtemp(prefix='resv-nb-gw-')
+        self.lua_dir = os.path.join(self.dir, 'lua')
+        os.makedirs(self.lua_dir)
+        os.chmod(self.lua_dir, 0o755)
+        with open(os.path.join(self.lua_dir, 'never_blocks.lua'), 'w') as f:
+            f.write(NONBLOCKING_LUA)
+        os.chmod(os.path.join(self.lua_dir, 'never_blocks.lua'), 0o644)
+        self.module = 'never_blocks'
+        self.store = os.path.join(self.dir, 'store')
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.gateway_dir, ignore_errors=True)
+
+    def gateway(self, workers, port=0):
+        # Its own server, on a port every worker listens on (reuseport),
+        # so that connections spread over all the workers.
+        server = r"""
+  server {
+    listen 127.0.0.1:%d reuseport;
+    location = /nb { content_by_lua_block { require("%s").call("%s") } }
+    location = /nb/close {
+      content_by_lua_block { require("%s").close(ngx.var.arg_uri) }
+    }
+  }
+""" % (port, self.module, self.store, self.module)
+        return Gateway(path=self.gateway_dir, workers=workers, extra_http=server,
+                       extra_lua_path=os.path.join(self.lua_dir, '?.lua'))
+
+    def nb(self, port, path, timeout=10.0):
+        t0 = time.monotonic()
+        conn = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout)
+        try:
+            conn.request('GET', path)
+            resp = conn.getresponse()
+            body = resp.read().decode().strip()
+        finally:
+            conn.close()
+        return resp.status, body, (time.monotonic() - t0) * 1000
+
+    def test_a_committer_frozen_for_3_s_blocks_no_worker(self):
+        port = gateway_free_port()
+        os.makedirs(self.store)
+        os.chmod(self.store, 0o777)
+        with self.gateway(4, port) as gw:
+            workers = set(gw.worker_pids())
+            self.assertEqual(4, len(workers))
+            for i in range(40):  # every worker opens the store
+                self.assertEqual(200, self.nb(port, '/nb?op=reserve&k=warm%d' % i)[0])
+            tool = os.path.join(REPO, os.environ.get('RESV_BUILD', 'build'), 'resv_freeze')
+            frozen = subprocess.Popen([tool, self.store], stdout=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual('held', frozen.stdout.readline().split()[0])
+                _, status = os.waitpid(frozen.pid, os.WUNTRACED)
+                self.assertTrue(os.WIFSTOPPED(status))
+                t0 = time.monotonic()
+                answers = []
+
+                def client(n):
+                    got = []
+                    while time.monotonic() - t0 < 3.0:
+                        op = 'reserve' if len(got) % 2 == 0 else 'get'
+                        got.append(self.nb(port, '/nb?op=%s&k=%s' % (op, fresh('f%d' % n))))
+                    return got
+
+                with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                    for f in [pool.submit(client, n) for n in range(8)]:
+                        answers += f.result()
+            finally:
+                os.kill(frozen.pid, signal.SIGCONT)
+                frozen.wait(10)
+                frozen.stdout.close()
+            served = set()
+            slowest = 0.0
+            for status, body, ms in answers:
+                self.assertEqual(200, status, body)
+                pid, _, answer = body.split(' ', 2)
+                served.add(int(pid))
+                slowest = max(slowest, ms)
+                # A write waits for the frozen writer until its deadline;
+                # a read answers from its snapshot.
+                self.assertIn(answer.split(':')[0], ('absent', 'timeout'), body)
+            sys.stderr.write('  a committer frozen 3 s: %d calls by %d workers, slowest '
+                             '%.0f ms\n' % (len(answers), len(served), slowest))
+            self.assertEqual(workers, served)
+            # timeout_ms 1000, the grace (250 ms) and room for a loaded machine.
+            self.assertLess(slowest, 1000 + 250 + 500)
+            self.assertIn('absent', [b.split(' ', 2)[2] for _, b, _ in answers])
+            status, body, _ = self.nb(port, '/nb?op=reserve&k=' + fresh('after'))
+            self.assertEqual('reserved', body.split(' ', 2)[2])
+
+    def test_close_with_calls_in_flight_to_a_blackholed_server_returns_at_once(self):
+        # A server that takes connections and never answers.
+        hole = socket.socket()
+        hole.bind(('127.0.0.1', 0))
+        hole.listen(64)
+        uri = 'mongodb://127.0.0.1:%d/?serverSelectionTimeoutMS=10000' % hole.getsockname()[1]
+        port = gateway_free_port()
+        try:
+            with self.gateway(1, port) as gw:
+                status, body, _ = self.nb(port, '/nb/close?uri=' + uri.replace('&', '%26'))
+                self.assertEqual(200, status, body)
+                took, answers = body.split(' ', 1)
+                sys.stderr.write('  store:close() with 8 calls in flight to a blackholed '
+                                 'server: %s ms\n' % took)
+                self.assertLess(int(took), 250, body)
+                self.assertNotIn('reserved', answers)
+                self.assertEqual(200, gw.get('/health')[0])
+        finally:
+            hole.close()
 
 
 class Counting(unittest.TextTestResult):
