@@ -268,6 +268,10 @@ static void *checkpoint_thread(void *arg) {
   return NULL;
 }
 
+bool resv__file_state_marked(const resv__file_state_t *s) {
+  return !s || s->disk || (map_current(s) && s->map_dirty);
+}
+
 int resv__file_state_dirty(resv__file_state_t *s) {
   if (!s || s->disk) return 0;
   if (map_current(s) && s->map_dirty) return 0;

@@ -39,6 +39,11 @@ bool resv__file_state_start(resv__file_state_t *s, MDB_env *env,
  * Returns 0 or an errno. A no-op for sync = "disk". */
 int resv__file_state_dirty(resv__file_state_t *s);
 
+/* True when resv__file_state_dirty has nothing to do (sync = "disk", or
+ * the state file says dirty already), so a write costs no fsync of the
+ * state file. Inside a write transaction. */
+bool resv__file_state_marked(const resv__file_state_t *s);
+
 /* Inside a write transaction, before it writes (sync = "process"):
  * allocates data.mdb on the disk ahead of what the map may write next.
  * Returns 0 or ENOSPC (the disk is full: nothing must be written). */

@@ -267,9 +267,10 @@ static void end_txn(env_t *e) {
 
 /* Begins a write transaction behind the write gate (file_gate.c), which
  * it waits for until deadline; with RESV__DEADLINE_NO_WAIT it only tries,
- * and answers RESV__EWOULDBLOCK when the gate is taken. Then (sync =
- * "process") data.mdb has room on the disk and the state file says dirty
- * before anything is written (file_state.c). Returns GATE_REFUSED with
+ * and answers RESV__EWOULDBLOCK when the gate is taken, or when the
+ * state file is to be marked dirty (an fsync). Then (sync = "process")
+ * data.mdb has room on the disk and the state file says dirty before
+ * anything is written (file_state.c). Returns GATE_REFUSED with
  * err filled, or begin_txn's code or an errno (the gate held when 0);
  * end_write ends what it began. */
 static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_t *err,
@@ -282,6 +283,14 @@ static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_
     if (!resv__gate_enter(e->gate, deadline, what, err)) return GATE_REFUSED;
   }
   int rc = begin_txn(e, 0, txn);
+  if (rc == 0 && deadline == RESV__DEADLINE_NO_WAIT && !resv__file_state_marked(e->state)) {
+    /* Marking the state dirty syncs a file: not on a host's thread. */
+    mdb_txn_abort(*txn);
+    end_txn(e);
+    resv__gate_leave(e->gate);
+    resv__fail(err, RESV__EWOULDBLOCK, "%s: the state file is to be marked dirty", what);
+    return GATE_REFUSED;
+  }
   if (rc == 0 && ((rc = resv__file_state_room(e->state)) != 0 ||
                   (rc = resv__file_state_dirty(e->state)) != 0)) {
     mdb_txn_abort(*txn);

@@ -147,6 +147,34 @@ START_TEST(a_write_makes_the_state_dirty_and_the_idle_store_checkpoints) {
 }
 END_TEST
 
+/* Marking the state dirty costs two fsyncs: a call that must not wait
+ * (resv_try_call, as nginx's and a spawned coroutine's) leaves the first
+ * write after a checkpoint to the dispatcher; once the state says dirty,
+ * writes answer on the caller's thread again. */
+START_TEST(the_first_write_after_a_checkpoint_is_not_made_on_a_hosts_thread) {
+  resv_error_t err, cerr;
+  resv_store_t *s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  reserve(s, "a@x", "o1");
+  for (int i = 0; i < 100 && strcmp(state_word(), "clean"); i++) usleep(20 * 1000);
+  ck_assert_str_eq(state_word(), "clean");
+  resv_answer_t a = {0};
+  resv_request_t w = {.op = RESV_OP_RESERVE, .key = test_key("email", "b@x"),
+                      .owner = test_owner("", "o1"), .attempt = resv_cstr("a1"),
+                      .ttl_ms = HOUR};
+  ck_assert(!resv_try_call(type_of(s), &w, &a, &cerr)); /* it would wait: submit it */
+  ck_assert_int_eq(cerr.code, RESV_OK);
+  ck_assert_str_eq(state_word(), "clean");
+  reserve(s, "b@x", "o1"); /* a caller that may block marks it */
+  ck_assert_str_eq(state_word(), "dirty");
+  w.key = test_key("email", "c@x");
+  ck_assert_msg(resv_try_call(type_of(s), &w, &a, &cerr), "%s", cerr.message);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 /* The checkpoint thread sleeps while it waits for the idle moment: the
  * process uses next to no CPU while its store waits to checkpoint. */
 START_TEST(the_wait_for_a_checkpoint_burns_no_cpu) {
@@ -472,6 +500,7 @@ Suite *file_state_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, a_write_makes_the_state_dirty_and_the_idle_store_checkpoints);
   tcase_add_test(tc, the_wait_for_a_checkpoint_burns_no_cpu);
+  tcase_add_test(tc, the_first_write_after_a_checkpoint_is_not_made_on_a_hosts_thread);
   tcase_add_test(tc, reads_leave_the_state_clean);
   tcase_add_test(tc, a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it);
   tcase_add_test(tc, on_os_crash_reset_moves_the_files_aside_and_starts_empty);
