@@ -51,7 +51,7 @@ class Action:
         write (the server labels a writeConcernError's code the same way)."""
         if self.error_labels is not None:
             return list(self.error_labels)
-        if code in RETRYABLE_CODES and _retryable_write(command_name, command):
+        if code in RETRYABLE_CODES and retryable_write(command_name, command):
             return ['RetryableWriteError']
         return []
 
@@ -66,7 +66,7 @@ class Action:
             reply['errorLabels'] = labels
 
 
-def _retryable_write(command_name, command):
+def retryable_write(command_name, command):
     return command_name in WRITE_COMMANDS and 'txnNumber' in command and \
         command.get('autocommit', True) is not False
 

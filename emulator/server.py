@@ -33,8 +33,8 @@ from mockupdb import (OP_MSG, OP_MSG_FLAGS, OPCODES, Command, MockupDB, OpMsg, O
 
 from .auth import Authenticator
 from .commands import Request, handler_for
-from .errors import CommandError
-from .failpoints import WRITE_COMMANDS, FailPoints
+from .errors import RETRYABLE_CODES, CommandError
+from .failpoints import WRITE_COMMANDS, FailPoints, retryable_write
 from .ordered import id_key, to_son
 from .store import Store
 from .tls import server_context
@@ -281,6 +281,11 @@ class Emulator(MockupDB):
                     if concern is not None:
                         reply = SON(reply)
                         reply['writeConcernError'] = concern
+                        if concern.get('code') in RETRYABLE_CODES and \
+                                retryable_write(name, command):
+                            # 4.4+ servers label a retryable write whose
+                            # write concern failed with a retryable code.
+                            reply['errorLabels'] = ['RetryableWriteError']
         if action is not None and action.write_concern_error:
             action.attach_write_concern_error(reply, name, command)
         return reply
