@@ -399,6 +399,10 @@ def count(request):
     return SON([('n', len(docs))])
 
 
+# Aggregation stages that write to another collection: not emulated.
+UNSUPPORTED_STAGES = {'$out', '$merge'}
+
+
 def aggregate(request):
     """A simple aggregate on a collection: update stages are run here,
     other stages by mongomock."""
@@ -407,6 +411,12 @@ def aggregate(request):
         raise CommandError(2, 'aggregate on a database is not supported by the emulator')
     with request.store.lock:
         docs = request.store.find(request.database, name, {})
+    for stage in request.command.get('pipeline', []):
+        (stage_name, spec), = stage.items()
+        if stage_name in UNSUPPORTED_STAGES:
+            # The stages that write: answered as MongoDB answers a stage
+            # name it does not know, before anything runs.
+            raise CommandError(40324, "Unrecognized pipeline stage name: '%s'" % stage_name)
     for stage in request.command.get('pipeline', []):
         (stage_name, spec), = stage.items()
         if stage_name in UPDATE_STAGES:
