@@ -264,15 +264,24 @@ class Emulator(MockupDB):
 
         rs = self.replset
         if rs is None:
+            failure, close = self._transactional_write(name, command, retry_key)
+            if failure is not None:
+                return failure
             reply = self._run(name, database, command, connection, retry_key)
+            if close and reply.get('ok'):
+                return CLOSE_CONNECTION
         else:
             # A write runs whole under the set's lock, so no election or
             # kill falls between its data change and its retry record.
             with rs.lock:
                 failure = self._member_refuses(name, command, secondary_ok)
+                if failure is None:
+                    failure, close = self._transactional_write(name, command, retry_key)
                 if failure is not None:
                     return failure
                 reply = self._run(name, database, command, connection, retry_key)
+                if close and reply.get('ok'):
+                    return CLOSE_CONNECTION  # committed; the write concern never waited
                 if name in REPLICATED_WRITES and reply.get('ok'):
                     concern = rs.wait_for_write_concern(self, command.get('writeConcern'),
                                                         deadline)
@@ -289,6 +298,27 @@ class Emulator(MockupDB):
         if action is not None and action.write_concern_error:
             action.attach_write_concern_error(reply, name, command)
         return reply
+
+    def _transactional_write(self, name, command, retry_key):
+        """The onPrimaryTransactionalWrite fail point for a retryable write
+        about to be applied (not one answered from its retry record):
+        (error reply or None, close the connection once committed)."""
+        if retry_key is None:
+            return None, False
+        with self._retries_lock:
+            if retry_key in self._retries:
+                return None, False
+        fired = self.failpoints.check_transactional_write(name, command)
+        if fired is None:
+            return None, False
+        close, code = fired
+        if code is None:
+            return None, close
+        failure = _error_reply(CommandError(
+            code, "Failing write via 'onPrimaryTransactionalWrite' failpoint"))
+        if code in RETRYABLE_CODES:
+            failure['errorLabels'] = ['RetryableWriteError']
+        return failure, False
 
     def _run(self, name, database, command, connection, retry_key):
         if retry_key is not None:
