@@ -35,7 +35,7 @@ int test_diff_steps(void);
 void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_name,
                    uint64_t seed, int steps, int32_t max_holds, const char *long_key);
 Suite *sweep_suite(void), *stats_suite(void), *scan_suite(void);
-Suite *no_create_suite(void), *mongo_options_suite(void);
+Suite *no_create_suite(void), *mongo_options_suite(void), *mongo_retry_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
