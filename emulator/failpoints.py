@@ -19,9 +19,13 @@ retryable-writes tests use) acts on retryable writes only (a write command
 with ``lsid`` and ``txnNumber``), with the same modes: by default
 (``closeConnection`` true) the write is committed, its retry record kept,
 and the connection closed without a reply, so the driver's retry is
-answered from the record; with ``closeConnection: false`` and
-``failBeforeCommitExceptionCode`` the write is not applied and the command
-answers that code.
+answered from the record. ``failBeforeCommitExceptionCode`` stops the write
+before it commits: nothing is applied, and the command answers that code
+(a write error of its first statement for insert, update and delete, the
+command's error for findAndModify), or, with ``closeConnection``, nothing
+at all. The server counts the fail point per statement; the emulator per
+command (the same for the one-statement writes of the retryable-writes
+tests and of the store).
 """
 
 import threading
@@ -166,8 +170,8 @@ class FailPoints:
 
     def check_transactional_write(self, command_name, command):
         """onPrimaryTransactionalWrite for a retryable write about to be
-        applied: None, or (close the connection after the commit, error
-        code to answer instead of applying it)."""
+        applied: None, or (close the connection, error code that stops
+        the write before it commits, or None)."""
         if not retryable_write(command_name, command):
             return None
         with self._lock:
@@ -176,4 +180,4 @@ class FailPoints:
             return None
         close = data.get('closeConnection', True)
         code = data.get('failBeforeCommitExceptionCode')
-        return bool(close), (int(code) if code is not None and not close else None)
+        return bool(close), (int(code) if code is not None else None)

@@ -302,7 +302,8 @@ class Emulator(MockupDB):
     def _transactional_write(self, name, command, retry_key):
         """The onPrimaryTransactionalWrite fail point for a retryable write
         about to be applied (not one answered from its retry record):
-        (error reply or None, close the connection once committed)."""
+        (the reply instead of running it, or CLOSE_CONNECTION, or None;
+        close the connection once committed)."""
         if retry_key is None:
             return None, False
         with self._retries_lock:
@@ -314,8 +315,16 @@ class Emulator(MockupDB):
         close, code = fired
         if code is None:
             return None, close
-        failure = _error_reply(CommandError(
-            code, "Failing write via 'onPrimaryTransactionalWrite' failpoint"))
+        if close:
+            return CLOSE_CONNECTION, False  # not committed, and no reply
+        error = CommandError(code, "Failing write via 'onPrimaryTransactionalWrite' failpoint")
+        if name in ('insert', 'update', 'delete'):
+            failure = SON([('n', 0), ('writeErrors', [SON([
+                ('index', 0), ('code', code), ('errmsg', error.errmsg)])]), ('ok', 1.0)])
+            if name == 'update':
+                failure['nModified'] = 0
+            return failure, False
+        failure = _error_reply(error)
         if code in RETRYABLE_CODES:
             failure['errorLabels'] = ['RetryableWriteError']
         return failure, False

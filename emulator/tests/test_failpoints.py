@@ -15,9 +15,10 @@ specification tests; retryable writes,
 https://www.mongodb.com/docs/manual/core/retryable-writes/ : a retried
 write with the same lsid and txnNumber is not applied again, the server
 answers it from its transaction record): a retryable write is committed,
-then its connection closed (closeConnection, true by default); with
-closeConnection false, failBeforeCommitExceptionCode answers that code
-and the write is not applied.
+then its connection closed (closeConnection, true by default);
+failBeforeCommitExceptionCode stops the write before it commits (the
+command answers that code, as a write error for insert, update and
+delete), or closes the connection with nothing applied.
 """
 
 import threading
@@ -228,8 +229,28 @@ class TransactionalWriteFailPointTest(EmulatorTest):
         command = SON([('insert', 'reservations'), ('documents', [{'_id': 1}]),
                        ('lsid', {'id': 'txn-before'}), ('txnNumber', Int64(1))])
         reply = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((reply['ok'], reply['n'], reply['writeErrors'][0]['code']), (1, 0, 91))
+        self.assertEqual(self.coll.count_documents({}), 0)
+        retry = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((retry['ok'], retry['n']), (1, 1))
+        self.assertEqual(self.coll.count_documents({}), 1)
+
+    def test_fail_before_commit_of_find_and_modify_is_its_error(self):
+        self.configure({'times': 1}, closeConnection=False, failBeforeCommitExceptionCode=91)
+        command = SON([('findAndModify', 'reservations'), ('query', {'_id': 1}),
+                       ('update', {'$inc': {'n': 1}}), ('upsert', True),
+                       ('lsid', {'id': 'txn-before-fam'}), ('txnNumber', Int64(1))])
+        reply = raw_command(emulator().address, self.db.name, command)
         self.assertEqual((reply['ok'], reply['code']), (0, 91))
         self.assertEqual(reply['errorLabels'], ['RetryableWriteError'])
+        self.assertEqual(self.coll.count_documents({}), 0)
+
+    def test_fail_before_commit_with_close_closes_and_applies_nothing(self):
+        self.configure({'times': 1}, failBeforeCommitExceptionCode=1)
+        command = SON([('insert', 'reservations'), ('documents', [{'_id': 1}]),
+                       ('lsid', {'id': 'txn-before-close'}), ('txnNumber', Int64(1))])
+        with self.assertRaises(ConnectionError):
+            raw_command(emulator().address, self.db.name, command)
         self.assertEqual(self.coll.count_documents({}), 0)
         retry = raw_command(emulator().address, self.db.name, command)
         self.assertEqual((retry['ok'], retry['n']), (1, 1))
