@@ -17,7 +17,7 @@ from bson.son import SON
 from mongomock.aggregate import process_pipeline
 from mongomock.filtering import filter_applies
 
-from . import indexes, sharding, updates
+from . import collation, indexes, sharding, updates
 from .errors import CommandError
 from .ordered import to_son
 from .pipeline import UPDATE_STAGES, run_stage
@@ -238,12 +238,13 @@ def emulator_control(request):
 
 def create(request):
     name = request.collection_name()
+    options = collation.create_options(request.command)
     with request.store.lock:
         if request.store.collection(request.database, name) is not None:
             if request.mongos:
                 return SON()
             raise CommandError(48, 'Collection %s.%s already exists.' % (request.database, name))
-        request.store.collection(request.database, name, create=True)
+        request.store.collection(request.database, name, create=True, options=options)
     return SON()
 
 
@@ -269,17 +270,26 @@ def drop_database(request):
 
 def list_collections(request):
     with request.store.lock:
-        names = list(request.store.databases.get(request.database, {}))
-    infos = [SON([('name', name), ('type', 'collection'), ('options', SON()),
-                  ('info', SON([('readOnly', False)])),
-                  ('idIndex', SON([('v', 2), ('key', SON([('_id', 1)])), ('name', '_id_')]))])
-             for name in names]
+        collections = list(request.store.databases.get(request.database, {}).values())
+    infos = [_collection_info(c) for c in collections]
     query = request.command.get('filter') or {}
     infos = [info for info in infos if filter_applies(query, info)]
     if request.command.get('nameOnly'):
         infos = [SON([('name', i['name']), ('type', 'collection')]) for i in infos]
     return _cursor_reply(request, '%s.$cmd.listCollections' % request.database, infos,
                          request.command.get('cursor') or {})
+
+
+def _collection_info(collection):
+    """A collection as listCollections describes it: its create options,
+    and the _id index (with the collation) but for views and time series."""
+    kind = collation.collection_type(collection.options)
+    info = SON([('name', collection.name), ('type', kind),
+                ('options', SON(collection.options)),
+                ('info', SON([('readOnly', kind == 'view')]))])
+    if kind == 'collection':
+        info['idIndex'] = SON(collection.indexes[0])
+    return info
 
 
 def list_indexes(request):
@@ -399,6 +409,10 @@ def count(request):
     return SON([('n', len(docs))])
 
 
+# Aggregation stages that write to another collection: not emulated.
+UNSUPPORTED_STAGES = {'$out', '$merge'}
+
+
 def aggregate(request):
     """A simple aggregate on a collection: update stages are run here,
     other stages by mongomock."""
@@ -407,6 +421,12 @@ def aggregate(request):
         raise CommandError(2, 'aggregate on a database is not supported by the emulator')
     with request.store.lock:
         docs = request.store.find(request.database, name, {})
+    for stage in request.command.get('pipeline', []):
+        (stage_name, spec), = stage.items()
+        if stage_name in UNSUPPORTED_STAGES:
+            # The stages that write: answered as MongoDB answers a stage
+            # name it does not know, before anything runs.
+            raise CommandError(40324, "Unrecognized pipeline stage name: '%s'" % stage_name)
     for stage in request.command.get('pipeline', []):
         (stage_name, spec), = stage.items()
         if stage_name in UPDATE_STAGES:

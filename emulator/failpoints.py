@@ -13,6 +13,19 @@ with ``errorLabels`` as the server adds them), else ``writeConcernError``
 (run the command, then attach the error, labelled the same way: the
 retryable-writes spec tests retry a write after a ShutdownInProgress
 writeConcernError and expect it applied once).
+
+``onPrimaryTransactionalWrite`` (the server's fail point the
+retryable-writes tests use) acts on retryable writes only (a write command
+with ``lsid`` and ``txnNumber``), with the same modes: by default
+(``closeConnection`` true) the write is committed, its retry record kept,
+and the connection closed without a reply, so the driver's retry is
+answered from the record. ``failBeforeCommitExceptionCode`` stops the write
+before it commits: nothing is applied, and the command answers that code
+(a write error of its first statement for insert, update and delete, the
+command's error for findAndModify), or, with ``closeConnection``, nothing
+at all. The server counts the fail point per statement; the emulator per
+command (the same for the one-statement writes of the retryable-writes
+tests and of the store).
 """
 
 import threading
@@ -51,7 +64,7 @@ class Action:
         write (the server labels a writeConcernError's code the same way)."""
         if self.error_labels is not None:
             return list(self.error_labels)
-        if code in RETRYABLE_CODES and _retryable_write(command_name, command):
+        if code in RETRYABLE_CODES and retryable_write(command_name, command):
             return ['RetryableWriteError']
         return []
 
@@ -66,66 +79,105 @@ class Action:
             reply['errorLabels'] = labels
 
 
-def _retryable_write(command_name, command):
+def retryable_write(command_name, command):
     return command_name in WRITE_COMMANDS and 'txnNumber' in command and \
         command.get('autocommit', True) is not False
 
 
+class FailPoint:
+    """One fail point's mode and data."""
+
+    def __init__(self):
+        self.data = None
+        self.mode = 'off'
+        self.remaining = 0  # for {times: N}
+        self.skip = 0       # for {skip: N}
+        self.count = 0      # times entered, reported by configureFailPoint
+
+    def configure(self, mode, data):
+        if mode == 'off':
+            self.mode, self.data = 'off', None
+        elif mode == 'alwaysOn':
+            self.mode, self.data = 'alwaysOn', data
+        elif isinstance(mode, dict) and 'times' in mode:
+            self.mode, self.data, self.remaining = 'times', data, int(mode['times'])
+            if self.remaining <= 0:
+                self.mode = 'off'
+        elif isinstance(mode, dict) and 'skip' in mode:
+            self.mode, self.data, self.skip = 'skip', data, int(mode['skip'])
+        else:
+            raise CommandError(2, 'mode must be "alwaysOn", "off", {times: N} or {skip: N}')
+
+    def enter(self):
+        """The data when the fail point fires for this command (counting
+        it), or None."""
+        data = self.data
+        if self.mode == 'off' or data is None:
+            return None
+        if self.mode == 'skip':
+            if self.skip > 0:
+                self.skip -= 1
+                return None
+        elif self.mode == 'times':
+            self.remaining -= 1
+            if self.remaining <= 0:
+                self.mode, self.data = 'off', None
+        self.count += 1
+        return data
+
+
 class FailPoints:
-    """The server's fail points (only failCommand), shared by connections."""
+    """The server's fail points (failCommand, onPrimaryTransactionalWrite),
+    shared by connections."""
+
+    NAMES = ('failCommand', 'onPrimaryTransactionalWrite')
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._data = None
-        self._mode = 'off'
-        self._remaining = 0  # for {times: N}
-        self._skip = 0       # for {skip: N}
-        self._count = 0      # times entered, reported by configureFailPoint
+        self._points = {name: FailPoint() for name in self.NAMES}
 
     def configure(self, command):
         name = command.get('configureFailPoint')
-        if name != 'failCommand':
+        if name not in self._points:
             raise CommandError(2, 'Cannot find failpoint: %s' % name)
-        mode = command.get('mode')
+        point = self._points[name]
         data = command.get('data') or {}
         with self._lock:
-            count = self._count
-            if mode == 'off':
-                self._mode, self._data = 'off', None
-            elif mode == 'alwaysOn':
-                self._mode, self._data = 'alwaysOn', data
-            elif isinstance(mode, dict) and 'times' in mode:
-                self._mode, self._data, self._remaining = 'times', data, int(mode['times'])
-                if self._remaining <= 0:
-                    self._mode = 'off'
-            elif isinstance(mode, dict) and 'skip' in mode:
-                self._mode, self._data, self._skip = 'skip', data, int(mode['skip'])
-            else:
-                raise CommandError(2, 'mode must be "alwaysOn", "off", {times: N} or {skip: N}')
-            if self._mode != 'off' and not isinstance(data.get('failCommands'), list):
-                self._mode, self._data = 'off', None
+            count = point.count
+            point.configure(command.get('mode'), data)
+            if name == 'failCommand' and point.mode != 'off' and \
+                    not isinstance(data.get('failCommands'), list):
+                point.mode, point.data = 'off', None
                 raise CommandError(2, "'failCommands' must be an array of command names")
             return count
 
     def check(self, command_name, command, app_name):
-        """The Action for this command, or None when it runs normally."""
+        """The failCommand Action for this command, or None when it runs
+        normally."""
         if command_name in NEVER_FAILED:
             return None
         with self._lock:
-            data = self._data
-            if self._mode == 'off' or data is None:
+            point = self._points['failCommand']
+            data = point.data
+            if point.mode == 'off' or data is None:
                 return None
             if command_name not in data.get('failCommands', ()):
                 return None
             if 'appName' in data and data['appName'] != app_name:
                 return None
-            if self._mode == 'skip':
-                if self._skip > 0:
-                    self._skip -= 1
-                    return None
-            elif self._mode == 'times':
-                self._remaining -= 1
-                if self._remaining <= 0:
-                    self._mode, self._data = 'off', None
-            self._count += 1
-            return Action(data)
+            data = point.enter()
+            return Action(data) if data is not None else None
+
+    def check_transactional_write(self, command_name, command):
+        """onPrimaryTransactionalWrite for a retryable write about to be
+        applied: None, or (close the connection, error code that stops
+        the write before it commits, or None)."""
+        if not retryable_write(command_name, command):
+            return None
+        with self._lock:
+            data = self._points['onPrimaryTransactionalWrite'].enter()
+        if data is None:
+            return None
+        close = data.get('closeConnection', True)
+        code = data.get('failBeforeCommitExceptionCode')
+        return bool(close), (int(code) if code is not None else None)

@@ -33,8 +33,8 @@ from mockupdb import (OP_MSG, OP_MSG_FLAGS, OPCODES, Command, MockupDB, OpMsg, O
 
 from .auth import Authenticator
 from .commands import Request, handler_for
-from .errors import CommandError
-from .failpoints import WRITE_COMMANDS, FailPoints
+from .errors import RETRYABLE_CODES, CommandError
+from .failpoints import WRITE_COMMANDS, FailPoints, retryable_write
 from .ordered import id_key, to_son
 from .store import Store
 from .tls import server_context
@@ -264,15 +264,24 @@ class Emulator(MockupDB):
 
         rs = self.replset
         if rs is None:
+            failure, close = self._transactional_write(name, command, retry_key)
+            if failure is not None:
+                return failure
             reply = self._run(name, database, command, connection, retry_key)
+            if close and reply.get('ok'):
+                return CLOSE_CONNECTION
         else:
             # A write runs whole under the set's lock, so no election or
             # kill falls between its data change and its retry record.
             with rs.lock:
                 failure = self._member_refuses(name, command, secondary_ok)
+                if failure is None:
+                    failure, close = self._transactional_write(name, command, retry_key)
                 if failure is not None:
                     return failure
                 reply = self._run(name, database, command, connection, retry_key)
+                if close and reply.get('ok'):
+                    return CLOSE_CONNECTION  # committed; the write concern never waited
                 if name in REPLICATED_WRITES and reply.get('ok'):
                     concern = rs.wait_for_write_concern(self, command.get('writeConcern'),
                                                         deadline)
@@ -281,9 +290,44 @@ class Emulator(MockupDB):
                     if concern is not None:
                         reply = SON(reply)
                         reply['writeConcernError'] = concern
+                        if concern.get('code') in RETRYABLE_CODES and \
+                                retryable_write(name, command):
+                            # 4.4+ servers label a retryable write whose
+                            # write concern failed with a retryable code.
+                            reply['errorLabels'] = ['RetryableWriteError']
         if action is not None and action.write_concern_error:
             action.attach_write_concern_error(reply, name, command)
         return reply
+
+    def _transactional_write(self, name, command, retry_key):
+        """The onPrimaryTransactionalWrite fail point for a retryable write
+        about to be applied (not one answered from its retry record):
+        (the reply instead of running it, or CLOSE_CONNECTION, or None;
+        close the connection once committed)."""
+        if retry_key is None:
+            return None, False
+        with self._retries_lock:
+            if retry_key in self._retries:
+                return None, False
+        fired = self.failpoints.check_transactional_write(name, command)
+        if fired is None:
+            return None, False
+        close, code = fired
+        if code is None:
+            return None, close
+        if close:
+            return CLOSE_CONNECTION, False  # not committed, and no reply
+        error = CommandError(code, "Failing write via 'onPrimaryTransactionalWrite' failpoint")
+        if name in ('insert', 'update', 'delete'):
+            failure = SON([('n', 0), ('writeErrors', [SON([
+                ('index', 0), ('code', code), ('errmsg', error.errmsg)])]), ('ok', 1.0)])
+            if name == 'update':
+                failure['nModified'] = 0
+            return failure, False
+        failure = _error_reply(error)
+        if code in RETRYABLE_CODES:
+            failure['errorLabels'] = ['RetryableWriteError']
+        return failure, False
 
     def _run(self, name, database, command, connection, retry_key):
         if retry_key is not None:

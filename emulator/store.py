@@ -12,8 +12,9 @@ only the data step is serialized).
 
 A member of a replica set (replset.py) gives its store a journal: every
 change is first offered to it as an oplog entry (``('put', db, coll, key,
-doc)``, ``('del', db, coll, key)``, ``('indexes', db, coll, specs)``, ``('create', db, coll)``, ``('drop', db,
-coll)``, ``('dropdb', db)``), which records it or refuses it (a member that
+doc)``, ``('del', db, coll, key)``, ``('indexes', db, coll, specs)``,
+``('create', db, coll, options)``, ``('drop', db, coll)``,
+``('dropdb', db)``), which records it or refuses it (a member that
 is no longer primary), and the other members replay the entries with
 Store.apply.
 """
@@ -25,7 +26,7 @@ from bson.son import SON
 from mongomock import OperationFailure
 from mongomock.filtering import filter_applies, resolve_sort_key
 
-from . import indexes, updates
+from . import collation, indexes, updates
 from .errors import CommandError, duplicate_key
 from .ordered import id_key, to_son
 from .pipeline import apply_pipeline
@@ -34,12 +35,26 @@ from .pipeline import apply_pipeline
 class Collection:
     """One collection's documents: id_key(_id) -> SON document."""
 
-    def __init__(self, database, name, store=None):
+    def __init__(self, database, name, store=None, options=None):
         self.database = database
         self.name = name
         self.documents = {}
         self.store = store
-        self.indexes = [indexes.ID_INDEX]  # specifications, as listIndexes shows them
+        # create's options, as listCollections shows them (collation.py);
+        # a default collation folds the strings of _id keys and queries.
+        self.options = SON(options or {})
+        self.collation = self.options.get('collation')
+        self._fold = collation.folder(self.collation)
+        id_index = SON(indexes.ID_INDEX)
+        if self.collation is not None:
+            id_index['collation'] = self.collation
+        self.indexes = [id_index]  # specifications, as listIndexes shows them
+
+    def key(self, id_value):
+        """The _id index's key for id_value, under the collection's collation."""
+        if self._fold is not None:
+            id_value = collation.fold_value(id_value, self._fold)
+        return id_key(id_value)
 
     def _journal(self, *entry):
         if self.store is not None and self.store.journal is not None:
@@ -54,7 +69,7 @@ class Collection:
         is looked up in the _id index first)."""
         query = query or {}
         if '_id' in query and updates.is_equality(query['_id']):
-            doc = self.documents.get(id_key(query['_id']))
+            doc = self.documents.get(self.key(query['_id']))
             candidates = [doc] if doc is not None else []
         elif '_id' in query and isinstance(query['_id'], dict) and \
                 list(query['_id']) == ['$in'] and isinstance(query['_id']['$in'], list) and \
@@ -62,12 +77,16 @@ class Collection:
             # _id: {$in: [...]} is a lookup per value in the _id index too.
             keys = []
             for value in query['_id']['$in']:
-                if id_key(value) not in keys:
-                    keys.append(id_key(value))
+                if self.key(value) not in keys:
+                    keys.append(self.key(value))
             candidates = [self.documents[key] for key in keys if key in self.documents]
         else:
             candidates = list(self.documents.values())
         try:
+            if self._fold is not None:
+                folded = collation.fold_query(query, self._fold)
+                return [doc for doc in candidates
+                        if filter_applies(folded, collation.fold_value(doc, self._fold))]
             return [doc for doc in candidates if filter_applies(query, doc)]
         except OperationFailure as error:
             raise CommandError(error.code or 2, str(error))
@@ -80,7 +99,7 @@ class Collection:
         doc = updates.with_id_first(to_son(doc))
         if isinstance(doc['_id'], list):
             raise CommandError(53, "can't use an array for _id")
-        key = id_key(doc['_id'])
+        key = self.key(doc['_id'])
         if key in self.documents:
             raise duplicate_key(self.namespace, doc['_id'])
         self._journal('put', self.database, self.name, key, doc)
@@ -89,7 +108,7 @@ class Collection:
 
     def replace(self, old, new):
         """Store new in place of old (same _id)."""
-        key = id_key(old['_id'])
+        key = self.key(old['_id'])
         self._journal('put', self.database, self.name, key, new)
         self.documents[key] = new
 
@@ -98,7 +117,7 @@ class Collection:
         self.indexes = list(specs)
 
     def remove(self, doc):
-        key = id_key(doc['_id'])
+        key = self.key(doc['_id'])
         self._journal('del', self.database, self.name, key)
         del self.documents[key]
 
@@ -132,16 +151,17 @@ class Store:
         self.databases = {}  # name -> {collection name -> Collection}
         self.journal = journal  # called with each change before it is made
 
-    def collection(self, database, name, create=False):
-        """The collection, or None if it does not exist and create is false."""
+    def collection(self, database, name, create=False, options=None):
+        """The collection, or None if it does not exist and create is false
+        (options: create's, for a collection made here)."""
         collections = self.databases.get(database)
         if collections is None or name not in collections:
             if not create:
                 return None
             if self.journal is not None:
-                self.journal(('create', database, name))
+                self.journal(('create', database, name, SON(options or {})))
             collections = self.databases.setdefault(database, {})
-            collections[name] = Collection(database, name, self)
+            collections[name] = Collection(database, name, self, options)
         return collections[name]
 
     def drop(self, database, name):
@@ -170,7 +190,8 @@ class Store:
             return
         collection = collections.get(name)
         if collection is None:
-            collection = collections[name] = Collection(database, name, self)
+            options = entry[3] if kind == 'create' else None
+            collection = collections[name] = Collection(database, name, self, options)
         if kind == 'put':
             collection.documents[entry[3]] = entry[4]
         elif kind == 'del':

@@ -153,6 +153,14 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
                               mongoc_client_t *client, int64_t deadline,
                               resv_error_t *err);
 
+/* Reads collection's entry in listCollections and fails with RESV_EFORMAT,
+ * naming the option, when it is not a plain collection or has a default
+ * collation, a validator that could refuse documents, or is capped or a
+ * time series (mongo_options.c). A collection not listed passes. */
+bool resv__mongo_check_options(const resv__mongo_t *m, mongoc_database_t *db,
+                               const char *collection, int64_t deadline,
+                               resv_error_t *err);
+
 /* Forgets that the type is set up: its next call sets it up again. */
 void resv__mongo_schema_reset(resv_type_t *type);
 

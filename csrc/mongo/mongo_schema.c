@@ -3,7 +3,11 @@
  * The store does not know its aggregate types in advance, so the first
  * call of a type (in this process) makes sure its collection is ready:
  *   1. create it; NamespaceExists (48) means another worker or process
- *      was first, which is just as good (7.0+ and mongos answer ok);
+ *      was first, which is just as good (7.0+ and mongos answer ok).
+ *      Either way its listCollections entry is checked (mongo_options.c):
+ *      a collection made by someone else with a default collation, a
+ *      validator, capped or as a time series is refused with
+ *      RESV_EFORMAT;
  *   2. read the format record {_id: "format", format: 1}: another format,
  *      or a record that is not one, is refused with RESV_EFORMAT before
  *      anything is written (SPEC section 3);
@@ -34,8 +38,8 @@
  * record gone (the collection was dropped while the store runs:
  * mongo_ops.c) puts the flag down, and the next call sets the type up
  * again, format record included. A store opened with no_create uses
- * a type as it is: it only reads (steps 0 and 2), and a type without a
- * format record is an error naming it. */
+ * a type as it is: it only reads (steps 0, 1's check and 2), and a type
+ * without a format record is an error naming it. */
 #include "mongo_internal.h"
 
 #include <stdio.h>
@@ -375,7 +379,8 @@ static bool set_up(const resv__mongo_t *m, const char *collection,
                error.code == SERVER_NAMESPACE_EXISTS))
     ok = resv__mongo_fail(m, err, &error, deadline, "create collection");
   else
-    ok = read_format(m, coll, collection, deadline, &found, err);
+    ok = resv__mongo_check_options(m, db, collection, deadline, err) &&
+         read_format(m, coll, collection, deadline, &found, err);
   if (ok && sharding == SHARDING_NONE)
     ok = shard(m, client, collection, ns, deadline, err);
   if (ok && !found)
@@ -399,11 +404,14 @@ static bool use_existing(const resv__mongo_t *m, const resv_type_t *type,
   if (m->is_mongos && m->shard_auto)
     ok = check_sharding(m, client, type->collection, ns, deadline, &sharding,
                         err);
+  mongoc_database_t *db = mongoc_client_get_database(client, m->database);
   mongoc_collection_t *coll =
       mongoc_client_get_collection(client, m->database, type->collection);
   if (ok)
-    ok = read_format(m, coll, type->collection, deadline, &found, err);
+    ok = resv__mongo_check_options(m, db, type->collection, deadline, err) &&
+         read_format(m, coll, type->collection, deadline, &found, err);
   mongoc_collection_destroy(coll);
+  mongoc_database_destroy(db);
   if (ok && !found)
     ok = resv__fail(err, RESV_EINVALID,
                     "no type %s/%s in database %s (no collection %s with a "

@@ -21,6 +21,7 @@ static const struct {
     SUITE(file_state),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),      SUITE(nonblocking),
     SUITE(no_create),
+    SUITE(mongo_options), SUITE(mongo_retry),
     SUITE(file_integrity),
 };
 

@@ -9,6 +9,16 @@ runs it (other connections are not blocked); writeConcernError runs the
 command and attaches the error; appName restricts it to one client. The
 server adds the RetryableWriteError label to a retryable error code on a
 retryable write (retryable-writes spec).
+
+onPrimaryTransactionalWrite (the server's fail point of the retryable-writes
+specification tests; retryable writes,
+https://www.mongodb.com/docs/manual/core/retryable-writes/ : a retried
+write with the same lsid and txnNumber is not applied again, the server
+answers it from its transaction record): a retryable write is committed,
+then its connection closed (closeConnection, true by default);
+failBeforeCommitExceptionCode stops the write before it commits (the
+command answers that code, as a write error for insert, update and
+delete), or closes the connection with nothing applied.
 """
 
 import threading
@@ -149,6 +159,102 @@ class FailPointTest(EmulatorTest):
         self.addCleanup(victim.close)
         with self.assertRaises(pymongo.errors.OperationFailure):
             victim.admin.command('ping')
+
+
+
+class TransactionalWriteFailPointTest(EmulatorTest):
+
+    def configure(self, mode, **data):
+        return self.client.admin.command(SON([
+            ('configureFailPoint', 'onPrimaryTransactionalWrite'), ('mode', mode),
+            ('data', data)]))
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(self.configure, 'off')
+
+    def commit_then_close(self, command):
+        """Send a retryable write under the fail point (its connection is
+        closed), then its retry; returns the retry's reply."""
+        self.configure({'times': 1})
+        command = SON(command)
+        command.update([('lsid', {'id': 'txn-%s' % next(iter(command))}),
+                        ('txnNumber', Int64(7))])
+        with self.assertRaises(ConnectionError):
+            raw_command(emulator().address, self.db.name, command)
+        return raw_command(emulator().address, self.db.name, command)
+
+    def test_insert_is_committed_and_answered_once(self):
+        retry = self.commit_then_close({'insert': 'reservations', 'documents': [{'_id': 1}]})
+        self.assertEqual((retry['ok'], retry['n']), (1, 1))
+        self.assertNotIn('writeErrors', retry)  # not a duplicate key: not applied again
+        self.assertEqual(self.coll.count_documents({}), 1)
+
+    def test_find_and_modify_is_applied_once(self):
+        self.coll.insert_one({'_id': 'k', 'n': 0})
+        retry = self.commit_then_close({
+            'findAndModify': 'reservations', 'query': {'_id': 'k'},
+            'update': {'$inc': {'n': 1}}, 'new': True})
+        self.assertEqual(retry['value'], {'_id': 'k', 'n': 1})
+        self.assertEqual(self.coll.find_one(), {'_id': 'k', 'n': 1})
+
+    def test_update_and_delete_are_applied_once(self):
+        self.coll.insert_many([{'_id': 1, 'n': 0}, {'_id': 2}])
+        retry = self.commit_then_close({'update': 'reservations', 'updates': [
+            {'q': {'_id': 1}, 'u': {'$inc': {'n': 1}}}]})
+        self.assertEqual((retry['n'], retry['nModified']), (1, 1))
+        self.assertEqual(self.coll.find_one({'_id': 1}), {'_id': 1, 'n': 1})
+        self.coll.insert_one({'_id': 3})
+        retry = self.commit_then_close({'delete': 'reservations', 'deletes': [
+            {'q': {}, 'limit': 1}]})
+        self.assertEqual(retry['n'], 1)
+        self.assertEqual(sorted(d['_id'] for d in self.coll.find()), [2, 3])
+
+    def test_driver_retry_is_answered_from_the_record(self):
+        self.coll.insert_one({'_id': 'k', 'n': 0})
+        self.configure({'times': 1})
+        doc = self.coll.find_one_and_update({'_id': 'k'}, {'$inc': {'n': 1}},
+                                            return_document=pymongo.ReturnDocument.AFTER)
+        self.assertEqual(doc, {'_id': 'k', 'n': 1})
+        self.assertEqual(self.coll.find_one(), {'_id': 'k', 'n': 1})
+
+    def test_plain_writes_are_not_affected(self):
+        self.configure('alwaysOn')
+        reply = raw_command(emulator().address, self.db.name,
+                            {'insert': 'reservations', 'documents': [{'_id': 1}]})
+        self.assertEqual((reply['ok'], reply['n']), (1, 1))
+
+    def test_fail_before_commit_applies_nothing(self):
+        self.configure({'times': 1}, closeConnection=False, failBeforeCommitExceptionCode=91)
+        command = SON([('insert', 'reservations'), ('documents', [{'_id': 1}]),
+                       ('lsid', {'id': 'txn-before'}), ('txnNumber', Int64(1))])
+        reply = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((reply['ok'], reply['n'], reply['writeErrors'][0]['code']), (1, 0, 91))
+        self.assertEqual(self.coll.count_documents({}), 0)
+        retry = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((retry['ok'], retry['n']), (1, 1))
+        self.assertEqual(self.coll.count_documents({}), 1)
+
+    def test_fail_before_commit_of_find_and_modify_is_its_error(self):
+        self.configure({'times': 1}, closeConnection=False, failBeforeCommitExceptionCode=91)
+        command = SON([('findAndModify', 'reservations'), ('query', {'_id': 1}),
+                       ('update', {'$inc': {'n': 1}}), ('upsert', True),
+                       ('lsid', {'id': 'txn-before-fam'}), ('txnNumber', Int64(1))])
+        reply = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((reply['ok'], reply['code']), (0, 91))
+        self.assertEqual(reply['errorLabels'], ['RetryableWriteError'])
+        self.assertEqual(self.coll.count_documents({}), 0)
+
+    def test_fail_before_commit_with_close_closes_and_applies_nothing(self):
+        self.configure({'times': 1}, failBeforeCommitExceptionCode=1)
+        command = SON([('insert', 'reservations'), ('documents', [{'_id': 1}]),
+                       ('lsid', {'id': 'txn-before-close'}), ('txnNumber', Int64(1))])
+        with self.assertRaises(ConnectionError):
+            raw_command(emulator().address, self.db.name, command)
+        self.assertEqual(self.coll.count_documents({}), 0)
+        retry = raw_command(emulator().address, self.db.name, command)
+        self.assertEqual((retry['ok'], retry['n']), (1, 1))
+        self.assertEqual(self.coll.count_documents({}), 1)
 
 
 if __name__ == '__main__':

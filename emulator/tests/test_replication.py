@@ -23,8 +23,10 @@ MongoDB's documentation followed:
   with the majority is not.
 """
 
+import threading
 import time
 
+from bson.int64 import Int64
 from bson.son import SON
 
 from .support import raw_command
@@ -140,3 +142,44 @@ class RollbackTest(WritesTest):
         reply, _ = self.write({'_id': 'w1'}, {'w': 1})
         self.client.admin.command('replSetStepDown', 30)
         self.assertEqual(self.coll.find_one({'_id': 'w1'}), {'_id': 'w1'})
+
+
+class WriteConcernLabelTest(WritesTest):
+    """Retryable writes, https://www.mongodb.com/docs/manual/core/retryable-writes/
+    and the retryable-writes specification ("Determining Retryable Errors"):
+    a 4.4+ server adds the RetryableWriteError label to the top-level
+    errorLabels of a retryable write whose writeConcernError has a
+    retryable code (here InterruptedDueToReplStateChange, 11602, when the
+    primary steps down for want of a majority while the write waits)."""
+    lag_ms = 2000
+
+    def write_losing_both_secondaries(self, retryable):
+        command = SON([('insert', 'res'), ('documents', [{'_id': retryable}]),
+                       ('writeConcern', {'w': 'majority'})])
+        if retryable:
+            command.update([('lsid', {'id': 'label-session'}), ('txnNumber', Int64(1))])
+        primary = self.rs.primary
+        killer = threading.Timer(0.3, lambda: [self.rs.kill(m) for m in self.rs.members
+                                               if m is not primary])
+        killer.start()
+        self.addCleanup(killer.cancel)
+        return raw_command(primary.address, 'app', command)
+
+    def test_retryable_write_concern_error_is_labelled(self):
+        reply = self.write_losing_both_secondaries(True)
+        self.assertEqual((reply['ok'], reply['n']), (1, 1))
+        self.assertEqual(reply['writeConcernError']['code'], 11602)
+        self.assertEqual(reply['errorLabels'], ['RetryableWriteError'])
+
+    def test_plain_write_concern_error_has_no_label(self):
+        reply = self.write_losing_both_secondaries(False)
+        self.assertEqual(reply['writeConcernError']['code'], 11602)
+        self.assertNotIn('errorLabels', reply)
+
+    def test_write_concern_timeout_has_no_label(self):
+        command = SON([('insert', 'res'), ('documents', [{'_id': 1}]),
+                       ('writeConcern', {'w': 'majority', 'wtimeout': 50}),
+                       ('lsid', {'id': 'label-timeout'}), ('txnNumber', Int64(1))])
+        reply = raw_command(self.rs.primary.address, 'app', command)
+        self.assertEqual(reply['writeConcernError']['code'], 64)
+        self.assertNotIn('errorLabels', reply)
