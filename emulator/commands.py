@@ -198,14 +198,17 @@ def repl_set_get_status(request):
     if rs is None:
         raise CommandError(76, 'not running with --replSet')
     status = rs.status()
-    status['myState'] = 1 if request.emulator is rs.primary else 2
+    status['myState'] = 1 if request.emulator.state == 'PRIMARY' else 2
     return status
 
 
 def emulator_control(request):
     """The tests' hand on a replica set (not a MongoDB command):
     {emulatorControl: "kill" | "restart", member: index | "host:port" |
-    "primary"}, {emulatorControl: "lag", ms: N}, {emulatorControl: "status"}.
+    "primary"}, {emulatorControl: "lag", ms: N}, {emulatorControl: "status"},
+    {emulatorControl: "partition", member: ..., noticeMS: N} (cut the
+    member off from the others; a primary steps down after noticeMS,
+    default 10000), {emulatorControl: "heal"} (every partition).
     A member killed by its own connection dies once the reply is sent."""
     rs = request.emulator.replset
     if rs is None:
@@ -229,6 +232,17 @@ def emulator_control(request):
     if action == 'lag':
         rs.set_lag(float(request.command.get('ms', 0)))
         return SON()
+    if action == 'partition':
+        member = rs.member(request.command.get('member', 'primary'))
+        if member is None:
+            raise CommandError(2, 'no primary to partition')
+        rs.partition(member, float(request.command.get('noticeMS', 10000)))
+        return SON([('partitioned', member.address)])
+    if action == 'heal':
+        healed = [m for m in rs.members if m.partitioned]
+        for member in healed:
+            rs.heal(member)
+        return SON([('healed', [m.address for m in healed])])
     if action == 'status':
         return rs.status()
     raise CommandError(2, 'emulatorControl: unknown action %r' % (action,))

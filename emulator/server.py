@@ -319,7 +319,7 @@ class Emulator(MockupDB):
     def _member_refuses(self, name, command, secondary_ok):
         """A secondary's answer to a write, or to a read without
         secondaryOk (lock held); None when the command may run."""
-        if self is self.replset.primary:
+        if self.state == 'PRIMARY':  # the set's, or a cut-off one still acting
             return None
         if name in REPLICATED_WRITES:
             error = _error_reply(CommandError(10107, 'not primary'))
