@@ -83,6 +83,7 @@ class Emulator(MockupDB):
         self.tls = tls
         self._tls_context = server_context(tls[1], tls[2]) if tls else None
         self.failpoints = FailPoints()
+        self.document_cost = 0.0  # seconds each deleted document takes
         self.cursors = {}
         self._connection_ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -264,7 +265,7 @@ class Emulator(MockupDB):
 
         rs = self.replset
         if rs is None:
-            reply = self._run(name, database, command, connection, retry_key)
+            reply = self._run(name, database, command, connection, retry_key, deadline)
         else:
             # A write runs whole under the set's lock, so no election or
             # kill falls between its data change and its retry record.
@@ -272,7 +273,7 @@ class Emulator(MockupDB):
                 failure = self._member_refuses(name, command, secondary_ok)
                 if failure is not None:
                     return failure
-                reply = self._run(name, database, command, connection, retry_key)
+                reply = self._run(name, database, command, connection, retry_key, deadline)
                 if name in REPLICATED_WRITES and reply.get('ok'):
                     concern = rs.wait_for_write_concern(self, command.get('writeConcern'),
                                                         deadline)
@@ -285,7 +286,7 @@ class Emulator(MockupDB):
             action.attach_write_concern_error(reply, name, command)
         return reply
 
-    def _run(self, name, database, command, connection, retry_key):
+    def _run(self, name, database, command, connection, retry_key, deadline=None):
         if retry_key is not None:
             with self._retries_lock:
                 if retry_key in self._retries:
@@ -295,7 +296,8 @@ class Emulator(MockupDB):
             if self.replset is not None and name in READ_COMMANDS and \
                     _read_concern_level(command) in MAJORITY_READS:
                 store = self.replset.majority_store(self)
-            reply = handler_for(name)(Request(self, connection, database, command, store))
+            reply = handler_for(name)(Request(self, connection, database, command, store,
+                                              deadline))
             reply['ok'] = 1.0
         except CommandError as error:
             reply = _error_reply(error)
