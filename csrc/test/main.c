@@ -16,7 +16,7 @@ static const struct {
     SUITE(rules_mongo),  SUITE(faults),       SUITE(stress),     SUITE(security),
     SUITE(mongo_decode), SUITE(mongo_log),   SUITE(mongo_store),  SUITE(mongo_diff),
     SUITE(job),          SUITE(mongo_replset), SUITE(failover), SUITE(partition),
-    SUITE(deploy),
+    SUITE(mongo_sweep),  SUITE(deploy),
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),   SUITE(file_records),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),
