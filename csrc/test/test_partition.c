@@ -29,7 +29,7 @@
 #define MAX_GRANTS 1024
 #define TTL_MS 60000
 #define NOTICE_MS 4000   /* the cut-off primary steps down after this */
-#define ELECTION_MS 1000 /* the other two have elected, the set's store knows */
+#define SETTLE_MS 300    /* the set's store learns of the new primary */
 #define RACE_MS 2000     /* the clients race while the cut-off one still acts */
 
 typedef struct grant {
@@ -149,6 +149,39 @@ static void race_both_sides(race_t *race, resv_type_t *cut_off, resv_type_t *maj
   for (int i = 0; i < 2 * SIDE_CLIENTS; i++) pthread_join(threads[i], NULL);
 }
 
+/* True when the set (emulatorControl status) has a primary other than old. */
+static bool elected_other(mongoc_client_t *admin, const char *old) {
+  bson_t *cmd = BCON_NEW("emulatorControl", "status"), reply;
+  bson_error_t error;
+  bson_iter_t it, members, member;
+  bool found = false;
+  if (mongoc_client_command_simple(admin, "admin", cmd, NULL, &reply, &error) &&
+      bson_iter_init_find(&it, &reply, "members") && bson_iter_recurse(&it, &members))
+    while (!found && bson_iter_next(&members) && bson_iter_recurse(&members, &member)) {
+      const char *name = NULL, *state = NULL;
+      while (bson_iter_next(&member)) {
+        if (BSON_ITER_HOLDS_UTF8(&member) && strcmp(bson_iter_key(&member), "name") == 0)
+          name = bson_iter_utf8(&member, NULL);
+        if (BSON_ITER_HOLDS_UTF8(&member) && strcmp(bson_iter_key(&member), "stateStr") == 0)
+          state = bson_iter_utf8(&member, NULL);
+      }
+      found = name && state && strcmp(state, "PRIMARY") == 0 && strcmp(name, old) != 0;
+    }
+  bson_destroy(&reply);
+  bson_destroy(cmd);
+  return found;
+}
+
+/* Waits until the other two have elected a primary, then lets the set's
+ * store (whose monitor hears of it at once) move to it. */
+static void await_new_primary(mongoc_client_t *admin, const char *old) {
+  bool elected = false;
+  for (int i = 0; i < 200 && !(elected = elected_other(admin, old)); i++)
+    usleep(50 * 1000);
+  ck_assert_msg(elected, "no new primary elected");
+  usleep(SETTLE_MS * 1000);
+}
+
 /* One run: returns the double grants found. */
 static int partition_run(int32_t write_concern) {
   emu_t e;
@@ -177,7 +210,7 @@ static int partition_run(int32_t write_concern) {
   ck_assert(control(admin, BCON_NEW("emulatorControl", "partition", "member",
                                     BCON_UTF8(primary), "noticeMS", BCON_INT32(NOTICE_MS)),
                     NULL, NULL, 0));
-  usleep(ELECTION_MS * 1000);
+  await_new_primary(admin, primary);
   race_both_sides(race, cut_type, set_type);
   control(admin, BCON_NEW("emulatorControl", "heal"), NULL, NULL, 0);
 
