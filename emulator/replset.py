@@ -41,7 +41,7 @@ The model (documented in emulator/README.md, "Replica set"):
   ``emulatorControl: "partition"`` takes ``noticeMS``), taking writes into
   a private history the others never see; ``w: 1`` is acknowledged, a
   majority wait runs into its wtimeout (64) or, once the member steps
-  down, InterruptedDueToReplStateChange (11602). Meanwhile the other two
+  down, PrimarySteppedDown (189), as MongoDB's replication waiters do. Meanwhile the other two
   elect a primary of a larger term. When the partition heals, the member's
   private history is rolled back (its data rebuilt from the majority's
   oplog up to the point they share) and it catches up as a secondary;
@@ -482,8 +482,8 @@ class ReplicaSet:
                 return self.wait_for_write_concern(member, write_concern, max_time)
             if not member.partitioned or member.state != PRIMARY or \
                     (entry is not None and all(e is not entry for e in member.private)):
-                return _wce(11602, 'InterruptedDueToReplStateChange',
-                            'Replication state change interrupted the wait for write concern')
+                return _wce(189, 'PrimarySteppedDown',
+                            'Primary stepped down while waiting for replication')
             error = self._wait_step(write_concern, deadline, max_time)
             if error is not None:
                 return error

@@ -22,7 +22,11 @@ MongoDB's documentation followed:
   acknowledges it; w: "majority" needs a majority of the members, which a
   cut-off member cannot reach, so it waits until wtimeout (a write concern
   error, WriteConcernFailed 64, errInfo.wtimeout) and the write itself is
-  not undone by the timeout, only by the rollback.
+  not undone by the timeout, only by the rollback; a primary that steps
+  down wakes its waiters with PrimarySteppedDown (189, "Primary stepped
+  down while waiting for replication", the server's
+  replication_coordinator_impl.cpp), and then refuses writes with
+  NotWritablePrimary (10107).
 """
 
 import time
@@ -108,7 +112,7 @@ class PartitionTest(ReplicaSetTest):
     def test_majority_write_waiting_when_the_primary_steps_down_fails(self):
         old, _ = self.cut_off_primary(notice_ms=800)
         reply = self.write(old, 'never', {'w': 'majority'})
-        self.assertEqual(reply['writeConcernError']['code'], 11602)
+        self.assertEqual(reply['writeConcernError']['code'], 189)
         self.assertTrue(self.hello(old)['secondary'])
 
     def test_partitioned_secondary_misses_writes_and_catches_up(self):
