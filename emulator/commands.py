@@ -10,6 +10,8 @@ command answers CommandNotFound (59).
 
 import datetime
 import itertools
+import threading
+import time
 
 from bson.int64 import Int64
 from bson.objectid import ObjectId
@@ -29,8 +31,9 @@ SERVER_VERSION = '6.0.0'
 class Request:
     """One command on one connection."""
 
-    def __init__(self, emulator, connection, database, command, store=None):
+    def __init__(self, emulator, connection, database, command, store=None, deadline=None):
         self.emulator = emulator
+        self.deadline = deadline  # maxTimeMS's end (monotonic), or None
         self.connection = connection
         self.database = database
         self.command = command
@@ -198,21 +201,33 @@ def repl_set_get_status(request):
     if rs is None:
         raise CommandError(76, 'not running with --replSet')
     status = rs.status()
-    status['myState'] = 1 if request.emulator is rs.primary else 2
+    status['myState'] = 1 if request.emulator.state == 'PRIMARY' else 2
     return status
 
 
 def emulator_control(request):
     """The tests' hand on a replica set (not a MongoDB command):
     {emulatorControl: "kill" | "restart", member: index | "host:port" |
-    "primary"}, {emulatorControl: "lag", ms: N}, {emulatorControl: "status"}.
+    "primary"}, {emulatorControl: "lag", ms: N}, {emulatorControl: "status"},
+    {emulatorControl: "partition", member: ..., noticeMS: N} (cut the
+    member off from the others; a primary steps down after noticeMS,
+    default 10000), {emulatorControl: "heal"} (every partition), and on
+    any emulator {emulatorControl: "cost", perDocumentMS: N} (what each
+    document a delete removes costs against its maxTimeMS; 0: nothing).
     A member killed by its own connection dies once the reply is sent."""
     rs = request.emulator.replset
+    action = request.command[request.name]
+    if action == 'cost' and request.database == 'admin':
+        ms = request.command.get('perDocumentMS', 0)
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms < 0:
+            raise CommandError(2, 'perDocumentMS must be a number >= 0')
+        for member in rs.members if rs is not None else [request.emulator]:
+            member.document_cost = ms / 1000.0
+        return SON()
     if rs is None:
         return command_not_found(request)
     if request.database != 'admin':
         raise CommandError(13, 'emulatorControl may only be run against the admin database.')
-    action = request.command[request.name]
     if action == 'kill':
         member = rs.member(request.command.get('member', 'primary'))
         if member is None:
@@ -229,6 +244,17 @@ def emulator_control(request):
     if action == 'lag':
         rs.set_lag(float(request.command.get('ms', 0)))
         return SON()
+    if action == 'partition':
+        member = rs.member(request.command.get('member', 'primary'))
+        if member is None:
+            raise CommandError(2, 'no primary to partition')
+        rs.partition(member, float(request.command.get('noticeMS', 10000)))
+        return SON([('partitioned', member.address)])
+    if action == 'heal':
+        healed = [m for m in rs.members if m.partitioned]
+        for member in healed:
+            rs.heal(member)
+        return SON([('healed', [m.address for m in healed])])
     if action == 'status':
         return rs.status()
     raise CommandError(2, 'emulatorControl: unknown action %r' % (action,))
@@ -512,8 +538,11 @@ def delete(request):
                 sharding.check_delete(key, statement)
             with request.store.lock:
                 n += len(request.store.delete(request.database, name, statement.get('q', {}),
-                                              statement.get('limit', 0)))
+                                              statement.get('limit', 0),
+                                              work=_document_work(request)))
         except CommandError as error:
+            if error.code == 50:
+                raise  # an interruption fails the whole command, as on MongoDB
             errors.append(_write_error(index, error))
             if request.command.get('ordered', True):
                 break
@@ -521,6 +550,26 @@ def delete(request):
     if errors:
         reply['writeErrors'] = errors
     return reply
+
+
+def _document_work(request):
+    """What deleting one document costs (emulatorControl "cost"): the time
+    it takes, counted against the command's maxTimeMS; None when free.
+    While it waits the data lock is released, as MongoDB yields its locks
+    during a long write. Past the deadline: MaxTimeMSExpired (50)."""
+    cost = request.emulator.document_cost
+    if not cost:
+        return None
+    lock = request.store.lock
+
+    def work():
+        deadline = request.deadline
+        pause = cost if deadline is None else min(cost, deadline - time.monotonic())
+        if pause > 0:
+            threading.Condition(lock).wait(pause)  # releases the lock meanwhile
+        if deadline is not None and time.monotonic() >= deadline:
+            raise CommandError(50, 'operation exceeded time limit')
+    return work
 
 
 def find_and_modify(request):

@@ -34,6 +34,19 @@ The model (documented in emulator/README.md, "Replica set"):
 - A killed member closes its port and every connection; restarted, it
   listens on the same port as a secondary with a new topologyVersion
   processId, keeps what it had applied and catches up from the primary.
+- A partitioned member is cut off from the other members while clients
+  still reach it: it neither sends nor receives replication. Cut off while
+  primary, it keeps acting as primary (its own term, its own electionId)
+  for ``notice`` seconds (MongoDB's electionTimeoutMillis, 10 s by default;
+  ``emulatorControl: "partition"`` takes ``noticeMS``), taking writes into
+  a private history the others never see; ``w: 1`` is acknowledged, a
+  majority wait runs into its wtimeout (64) or, once the member steps
+  down, PrimarySteppedDown (189), as MongoDB's replication waiters do. Meanwhile the other two
+  elect a primary of a larger term. When the partition heals, the member's
+  private history is rolled back (its data rebuilt from the majority's
+  oplog up to the point they share) and it catches up as a secondary;
+  when no election happened in between, its history joins the oplog
+  instead, as nothing diverged.
 
 All members' data share one lock, so every change, replication step,
 election, kill and restart is atomic with respect to the others.
@@ -83,6 +96,11 @@ class ReplicaSet:
             member.process_id = ObjectId()
             member.counter = 0
             member.store = Store(lock=self.lock, journal=self._journal_for(member))
+            member.partitioned = False
+            member.diverged = False  # its applied entries were cut by an election
+            member.term = 1
+            member.private = []   # a cut-off primary's writes: [(time, entry)]
+            member.notice_at = None  # when a cut-off primary steps down
             self.members.append(member)
         self.primary = self.members[0]
         self.primary.state = PRIMARY
@@ -134,6 +152,9 @@ class ReplicaSet:
 
     def _journal_for(self, member):
         def journal(entry):
+            if member.partitioned and member.state == PRIMARY:
+                member.private.append((time.monotonic(), entry))
+                return
             if member is not self.primary:
                 raise CommandError(10107, 'not primary')
             self.oplog.append((time.monotonic(), entry))
@@ -143,7 +164,7 @@ class ReplicaSet:
 
     def record_retry(self, member, key, reply):
         """The outcome of a retryable write, replicated like the data."""
-        if member is self.primary:
+        if member.state == PRIMARY:
             member.store.journal(('retry', key, reply))
             member.remember_retry(key, reply)
 
@@ -172,7 +193,7 @@ class ReplicaSet:
             return None
         progressed = False
         for member in self.members:
-            if member is primary or member.state == DOWN:
+            if member is primary or member.state == DOWN or member.partitioned:
                 continue
             before = member.applied
             next_due = self._catch_up(member, now)
@@ -195,7 +216,8 @@ class ReplicaSet:
     # -- elections ------------------------------------------------------------
 
     def _alive(self):
-        return [m for m in self.members if m.state != DOWN]
+        """The live members on the majority's side of any partition."""
+        return [m for m in self.members if m.state != DOWN and not m.partitioned]
 
     def _changed(self):
         """Every member's hello changes: wake awaitable hellos and waiters."""
@@ -206,6 +228,10 @@ class ReplicaSet:
         self.work.notify_all()
 
     def _check_primary(self, now):
+        for member in self.members:
+            if member.partitioned and member.state == PRIMARY and member.notice_at <= now:
+                member.state = SECONDARY  # it has noticed it sees no majority
+                self._changed()
         alive = self._alive()
         if self.primary is not None and len(alive) < self.majority:
             self.primary.state = SECONDARY  # it cannot see a majority
@@ -227,13 +253,17 @@ class ReplicaSet:
         if cut < len(self.oplog):
             del self.oplog[cut:]  # rolled back
             for member in self.members:
-                if member.applied > cut:
+                if member.applied > cut and member.partitioned:
+                    member.applied = cut  # rebuilt when the partition heals
+                    member.diverged = True
+                elif member.applied > cut:
                     self._rebuild(member, cut)
         self.term += 1
         for member in self.members:
-            if member.state == PRIMARY:
+            if member.state == PRIMARY and not member.partitioned:
                 member.state = SECONDARY
         winner.state = PRIMARY
+        winner.term = self.term
         self.primary = winner
         self.no_primary_since = None
         self._changed()
@@ -243,16 +273,56 @@ class ReplicaSet:
         member.store.databases = {}
         member.clear_retries()
         member.applied = 0
+        member.private = []
+        member.diverged = False
         for _, entry in self.oplog[:count]:
             self._apply(member, entry)
         member.applied = count
 
+    def partition(self, member, notice_ms=10000):
+        """Cut member off from the other members (clients still reach it)."""
+        with self.lock:
+            if member.partitioned:
+                return
+            now = time.monotonic()
+            self._replicate(now)  # what was due has been received
+            member.partitioned = True
+            member.diverged = False
+            member.notice_at = now + notice_ms / 1000.0
+            if member is self.primary:
+                self.primary = None
+                self.no_primary_since = now
+            self._changed()
+
+    def heal(self, member):
+        """Reconnect member: a history the majority never saw is rolled back."""
+        with self.lock:
+            if not member.partitioned:
+                return
+            member.partitioned = False
+            if member.private and not member.diverged and member.term == self.term and \
+                    member.applied == len(self.oplog):
+                # No election since it was cut off: nothing diverged, its
+                # writes are the set's history.
+                self.oplog.extend(member.private)
+                member.private = []
+                member.applied = len(self.oplog)
+                if member.state == PRIMARY and self.primary is None:
+                    self.primary = member
+                    self.no_primary_since = None
+            elif member.private or member.diverged:
+                self._rebuild(member, member.applied)
+            if member.state == PRIMARY and self.primary is not member:
+                member.state = SECONDARY  # it hears of the larger term
+            self._changed()
+
     def step_down(self, member, seconds, force=False):
         with self.lock:
-            if member is not self.primary:
+            if member.state != PRIMARY:
                 raise CommandError(10107, 'not primary so can\'t step down')
             now = time.monotonic()
-            candidates = [m for m in self._alive() if m is not member and m.electable_at <= now]
+            candidates = [m for m in self._alive() if m is not member and m.electable_at <= now
+                          and not member.partitioned]
             if not candidates and not force:
                 raise CommandError(262, 'No electable secondaries caught up as of %s. Please '
                                    'use the replSetStepDown command with the argument '
@@ -266,8 +336,9 @@ class ReplicaSet:
                 self._elect(winner)
             else:
                 member.state = SECONDARY
-                self.primary = None
-                self.no_primary_since = now
+                if member is self.primary:
+                    self.primary = None
+                    self.no_primary_since = now
                 self._changed()
 
     def kill(self, member):
@@ -309,11 +380,15 @@ class ReplicaSet:
                                                   ('counter', Int64(member.counter))])),
                          ('hosts', self.hosts), ('setName', SET_NAME), ('setVersion', 1),
                          ('secondary', member.state == SECONDARY)])
-            if self.primary is not None:
+            if member.partitioned:
+                # It knows no primary but itself, while it still is one.
+                if member.state == PRIMARY:
+                    reply['primary'] = member.address
+            elif self.primary is not None:
                 reply['primary'] = self.primary.address
             reply['me'] = member.address
-            if member is self.primary:
-                reply['electionId'] = ObjectId('7fffffff%016x' % self.term)
+            if member.state == PRIMARY:
+                reply['electionId'] = ObjectId('7fffffff%016x' % member.term)
             return reply
 
     def await_hello(self, member, topology_version, max_await_ms):
@@ -350,6 +425,8 @@ class ReplicaSet:
             return None
         if need > len(self.members):
             return _wce(100, 'UnsatisfiableWriteConcern', 'Not enough data-bearing nodes')
+        if member.partitioned:
+            return self._wait_cut_off(member, need, write_concern, max_time)
         optime = member.applied
         entry = self.oplog[optime - 1] if optime else None
         wtimeout = write_concern.get('wtimeout') or 0
@@ -367,17 +444,49 @@ class ReplicaSet:
             if member is not self.primary:
                 return _wce(11602, 'InterruptedDueToReplStateChange',
                             'Replication state change interrupted the wait for write concern')
-            now = time.monotonic()
-            if max_time is not None and max_time <= now and \
-                    (deadline is None or max_time <= deadline):
-                return _wce(50, 'MaxTimeMSExpired', 'operation exceeded time limit')
-            if deadline is not None and deadline <= now:
-                error = _wce(64, 'WriteConcernFailed', 'waiting for replication timed out')
-                error['errInfo'] = SON([('wtimeout', True),
-                                        ('writeConcern', SON(write_concern))])
+            error = self._wait_step(write_concern, deadline, max_time)
+            if error is not None:
                 return error
-            limits = [t - now for t in (deadline, max_time) if t is not None]
-            self.replicated.wait(min(limits) if limits else None)
+
+    def _wait_step(self, write_concern, deadline, max_time):
+        """One wait for replication (lock held): the error when a time
+        limit has passed, else None after waiting."""
+        now = time.monotonic()
+        if max_time is not None and max_time <= now and \
+                (deadline is None or max_time <= deadline):
+            return _wce(50, 'MaxTimeMSExpired', 'operation exceeded time limit')
+        if deadline is not None and deadline <= now:
+            error = _wce(64, 'WriteConcernFailed', 'waiting for replication timed out')
+            error['errInfo'] = SON([('wtimeout', True),
+                                    ('writeConcern', SON(write_concern))])
+            return error
+        limits = [t - now for t in (deadline, max_time) if t is not None]
+        self.replicated.wait(min(limits) if limits else None)
+        return None
+
+    def _wait_cut_off(self, member, need, write_concern, max_time):
+        """Write concern on a partitioned member: only it has the write, so
+        w: 1 is met at once and anything more waits until a time limit
+        passes, the member steps down, or the partition heals (rolling the
+        write back)."""
+        if need <= 1:
+            return None
+        entry = member.private[-1] if member.private else None
+        wtimeout = write_concern.get('wtimeout') or 0
+        deadline = time.monotonic() + wtimeout / 1000.0 if wtimeout else None
+        while True:
+            if member.state == DOWN or self._stopping:
+                return 'closed'
+            if not member.partitioned and entry is not None and \
+                    any(e is entry for e in self.oplog):
+                return self.wait_for_write_concern(member, write_concern, max_time)
+            if not member.partitioned or member.state != PRIMARY or \
+                    (entry is not None and all(e is not entry for e in member.private)):
+                return _wce(189, 'PrimarySteppedDown',
+                            'Primary stepped down while waiting for replication')
+            error = self._wait_step(write_concern, deadline, max_time)
+            if error is not None:
+                return error
 
     def majority_store(self, member):
         """The data a read concern "majority" sees on member (lock held):
@@ -394,7 +503,8 @@ class ReplicaSet:
                 ('set', SET_NAME), ('term', Int64(self.term)),
                 ('oplogLength', len(self.oplog)), ('lagMS', int(self.lag * 1000)),
                 ('members', [SON([('_id', m.index), ('name', m.address),
-                                  ('stateStr', m.state), ('applied', m.applied)])
+                                  ('stateStr', m.state), ('applied', m.applied),
+                                  ('partitioned', m.partitioned)])
                              for m in self.members])])
 
 

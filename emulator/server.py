@@ -83,6 +83,7 @@ class Emulator(MockupDB):
         self.tls = tls
         self._tls_context = server_context(tls[1], tls[2]) if tls else None
         self.failpoints = FailPoints()
+        self.document_cost = 0.0  # seconds each deleted document takes
         self.cursors = {}
         self._connection_ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -267,7 +268,7 @@ class Emulator(MockupDB):
             failure, close = self._transactional_write(name, command, retry_key)
             if failure is not None:
                 return failure
-            reply = self._run(name, database, command, connection, retry_key)
+            reply = self._run(name, database, command, connection, retry_key, deadline)
             if close and reply.get('ok'):
                 return CLOSE_CONNECTION
         else:
@@ -279,7 +280,7 @@ class Emulator(MockupDB):
                     failure, close = self._transactional_write(name, command, retry_key)
                 if failure is not None:
                     return failure
-                reply = self._run(name, database, command, connection, retry_key)
+                reply = self._run(name, database, command, connection, retry_key, deadline)
                 if close and reply.get('ok'):
                     return CLOSE_CONNECTION  # committed; the write concern never waited
                 if name in REPLICATED_WRITES and reply.get('ok'):
@@ -329,7 +330,7 @@ class Emulator(MockupDB):
             failure['errorLabels'] = ['RetryableWriteError']
         return failure, False
 
-    def _run(self, name, database, command, connection, retry_key):
+    def _run(self, name, database, command, connection, retry_key, deadline=None):
         if retry_key is not None:
             with self._retries_lock:
                 if retry_key in self._retries:
@@ -339,7 +340,8 @@ class Emulator(MockupDB):
             if self.replset is not None and name in READ_COMMANDS and \
                     _read_concern_level(command) in MAJORITY_READS:
                 store = self.replset.majority_store(self)
-            reply = handler_for(name)(Request(self, connection, database, command, store))
+            reply = handler_for(name)(Request(self, connection, database, command, store,
+                                              deadline))
             reply['ok'] = 1.0
         except CommandError as error:
             reply = _error_reply(error)
@@ -363,7 +365,7 @@ class Emulator(MockupDB):
     def _member_refuses(self, name, command, secondary_ok):
         """A secondary's answer to a write, or to a read without
         secondaryOk (lock held); None when the command may run."""
-        if self is self.replset.primary:
+        if self.state == 'PRIMARY':  # the set's, or a cut-off one still acting
             return None
         if name in REPLICATED_WRITES:
             error = _error_reply(CommandError(10107, 'not primary'))

@@ -236,14 +236,28 @@ class Store:
             changed += after != before
         return len(matches), changed
 
-    def delete(self, database, name, query, limit, sort=None):
-        """Delete the first match (limit 1) or all; returns the deleted docs."""
+    def delete(self, database, name, query, limit, sort=None, work=None):
+        """Delete the first match (limit 1) or all; returns the deleted docs.
+        work, when given, is called before each document is deleted: it may
+        release the lock for a while (MongoDB's yields) or raise (the
+        command's time is up), which leaves the documents deleted so far
+        deleted. After a yield each document is looked up and matched again,
+        as the server does, so one changed in between is left alone."""
         collection = self.collection(database, name)
         if collection is None:
             return []
         matches = sort_documents(collection.matching(query), sort)
         if limit:
             matches = matches[:1]
+        deleted = []
         for doc in matches:
+            if work is not None:
+                work()
+                if self.collection(database, name) is not collection:
+                    break  # dropped meanwhile
+                doc = collection.documents.get(id_key(doc['_id']))
+                if doc is None or not filter_applies(query or {}, doc):
+                    continue
             collection.remove(doc)
-        return matches
+            deleted.append(doc)
+        return deleted

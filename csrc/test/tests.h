@@ -18,6 +18,7 @@ Suite *stress_suite(void);
 Suite *security_suite(void);
 Suite *mongo_decode_suite(void), *mongo_log_suite(void), *mongo_store_suite(void), *mongo_diff_suite(void);
 Suite *mongo_replset_suite(void), *failover_suite(void), *deploy_suite(void);
+Suite *partition_suite(void), *mongo_sweep_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
 Suite *file_integrity_suite(void);

@@ -19,6 +19,7 @@ MongoDB's documentation followed:
 """
 
 import socket
+import threading
 import time
 
 from bson.son import SON
@@ -88,3 +89,70 @@ class MaxTimeWriteConcernTest(EmulatorTest):
         self.assertLess(time.monotonic() - started, 1.5)
         self.assertEqual((reply['ok'], reply['n']), (1, 1))
         self.assertEqual(reply['writeConcernError']['code'], 50)
+
+
+class DocumentCostTest(EmulatorTest):
+    """maxTimeMS against the work a command does: with a cost per deleted
+    document ({emulatorControl: "cost", perDocumentMS: N}), a delete of
+    many documents runs out of time part-way.
+
+    MongoDB followed: maxTimeMS bounds the operation's processing time and
+    the server checks it at interrupt points as it works, so a long
+    multi-document delete stops where the limit passes
+    (https://www.mongodb.com/docs/manual/reference/method/cursor.maxTimeMS/ ,
+    the delete command's maxTimeMS,
+    https://www.mongodb.com/docs/manual/reference/command/delete/ ); an
+    interruption (MaxTimeMSExpired is one) fails the whole write command,
+    {ok: 0, code: 50} with no count, rather than a writeError (the server's
+    write_ops_exec.cpp, handleError: "These have always failed the whole
+    batch"); a delete outside a transaction is not undone, so the documents
+    deleted before the limit stay deleted."""
+
+    def cost(self, ms):
+        self.client.admin.command(SON([('emulatorControl', 'cost'), ('perDocumentMS', ms)]))
+
+    def delete_all(self, max_time_ms):
+        return raw_command(emulator().address, self.db.name, SON([
+            ('delete', 'reservations'), ('deletes', [{'q': {}, 'limit': 0}]),
+            ('maxTimeMS', max_time_ms)]))
+
+    def test_large_delete_expires_part_way_having_deleted_some(self):
+        self.coll.insert_many([{'_id': i} for i in range(100)])
+        self.addCleanup(self.cost, 0)
+        self.cost(10)
+        started = time.monotonic()
+        reply = self.delete_all(200)
+        took = time.monotonic() - started
+        self.assertEqual((reply['ok'], reply['code'], reply['codeName']),
+                         (0, 50, 'MaxTimeMSExpired'))
+        self.assertNotIn('n', reply)
+        self.assertGreaterEqual(took, 0.19)
+        self.assertLess(took, 1.0)
+        left = self.coll.count_documents({})
+        self.assertGreater(left, 0)
+        self.assertLess(left, 100)
+        # The connection and the server go on; without a limit it finishes.
+        reply = self.delete_all(0)
+        self.assertEqual((reply['ok'], reply['n']), (1, left))
+
+    def test_cost_within_the_limit_deletes_all(self):
+        self.coll.insert_many([{'_id': i} for i in range(10)])
+        self.addCleanup(self.cost, 0)
+        self.cost(5)
+        reply = self.delete_all(5000)
+        self.assertEqual((reply['ok'], reply['n']), (1, 10))
+
+    def test_other_connections_go_on_while_a_costly_delete_runs(self):
+        self.coll.insert_many([{'_id': i} for i in range(50)])
+        self.addCleanup(self.cost, 0)
+        self.cost(20)
+        done = []
+        thread = threading.Thread(target=lambda: done.append(self.delete_all(0)))
+        thread.start()
+        time.sleep(0.1)
+        started = time.monotonic()
+        self.assertEqual(self.client.admin.command('ping')['ok'], 1)
+        self.coll.insert_one({'_id': 'new'})
+        self.assertLess(time.monotonic() - started, 0.5)
+        thread.join(10)
+        self.assertEqual(done[0]['ok'], 1)
