@@ -91,6 +91,9 @@ class Emulator(MockupDB):
         self._clients = set()
         self._clients_lock = threading.Lock()
         self._listener = None
+        # Added to the clock its hello's localTime reads (a host whose clock
+        # is off); emulatorControl "clock" sets it.
+        self.clock_offset_ms = 0.0
 
     # -- life cycle -----------------------------------------------------------
 
