@@ -19,7 +19,7 @@ static const struct {
     SUITE(store),        SUITE(memory),
     SUITE(rules_file),   SUITE(file_store),   SUITE(file_diff),   SUITE(file_records),
     SUITE(sweep),        SUITE(stats),        SUITE(scan),
-    SUITE(no_create),
+    SUITE(no_create),    SUITE(mongo_skew),
     SUITE(file_integrity),
 };
 

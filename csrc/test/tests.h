@@ -36,6 +36,7 @@ void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_
                    uint64_t seed, int steps, int32_t max_holds, const char *long_key);
 Suite *sweep_suite(void), *stats_suite(void), *scan_suite(void);
 Suite *no_create_suite(void);
+Suite *mongo_skew_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
