@@ -478,7 +478,10 @@ def update(request):
                     matched, changed = request.store.update_many(
                         request.database, name, query, change)
                     n, modified = n + matched, modified + changed
-                    continue
+                    if matched or not statement.get('upsert'):
+                        continue
+                    # An upsert matching nothing inserts one document, multi
+                    # or not (MongoDB's update command).
                 before, after, inserted = request.store.update_one(
                     request.database, name, query, change, bool(statement.get('upsert')))
             if inserted:
