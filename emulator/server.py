@@ -259,7 +259,7 @@ class Emulator(MockupDB):
                 return CLOSE_CONNECTION
             failure = action.error_reply(name, command)
             if failure is not None:
-                return SON(failure)
+                return self._topology_versioned(SON(failure))
 
         retry_key = None
         if name in WRITE_COMMANDS and 'txnNumber' in command and 'lsid' in command:
@@ -274,7 +274,7 @@ class Emulator(MockupDB):
             with rs.lock:
                 failure = self._member_refuses(name, command, secondary_ok)
                 if failure is not None:
-                    return failure
+                    return self._topology_versioned(failure)
                 reply = self._run(name, database, command, connection, retry_key)
                 if name in REPLICATED_WRITES and reply.get('ok'):
                     concern = rs.wait_for_write_concern(self, command.get('writeConcern'),
@@ -286,6 +286,15 @@ class Emulator(MockupDB):
                         reply['writeConcernError'] = concern
         if action is not None and action.write_concern_error:
             action.attach_write_concern_error(reply, name, command)
+        return reply
+
+    def _topology_versioned(self, reply):
+        """A replica-set member's "not primary" or "shutting down" error
+        carries its topologyVersion, as MongoDB 4.4+ replies do: a driver
+        whose view of the member is as new ignores the error as stale (SDAM,
+        "Error Handling") instead of forgetting the primary."""
+        if self.replset is not None and reply.get('code') in STATE_CHANGE_CODES:
+            reply['topologyVersion'] = self.replset.hello_fields(self)['topologyVersion']
         return reply
 
     def _run(self, name, database, command, connection, retry_key):
@@ -333,6 +342,11 @@ class Emulator(MockupDB):
             return _error_reply(CommandError(13435, 'not primary and secondaryOk=false'))
         return None
 
+
+# NotWritablePrimary, LegacyNotPrimary, NotPrimaryNoSecondaryOk,
+# NotPrimaryOrSecondary, InterruptedDueToReplStateChange, PrimarySteppedDown,
+# ShutdownInProgress, InterruptedAtShutdown (SDAM's state change errors).
+STATE_CHANGE_CODES = {10107, 10058, 13435, 13436, 11602, 189, 91, 11600}
 
 _EXHAUST_ALLOWED = 1 << 16  # OP_MSG flag of awaitable hello; mockupdb rejects it
 
