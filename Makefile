@@ -75,7 +75,7 @@ TEST_PACKAGES += prometheus
 DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-layout test-c test-mongos test-emulator test-spectests-replset test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -145,6 +145,12 @@ $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 
 test-emulator:
 	$(PYTHON) emulator/tests/run.py
+	$(PYTHON) emulator/spectests/run.py
+
+# MongoDB's specification tests on a three-member emulated replica set
+# (slower than the plain run that test-emulator makes).
+test-spectests-replset:
+	$(PYTHON) emulator/spectests/run.py --replset
 
 asan: deps
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
