@@ -164,6 +164,13 @@ $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 test-emulator:
 	$(PYTHON) emulator/tests/run.py
 
+# MongoDB's specification tests (emulator/spectests/README.md: their files
+# are not distributed with resv, for their licence), plain and on a
+# three-member emulated replica set. Not part of make test.
+test-spectests:
+	$(PYTHON) emulator/spectests/run.py
+	$(PYTHON) emulator/spectests/run.py --replset
+
 asan: deps
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
 

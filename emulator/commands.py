@@ -111,10 +111,17 @@ def hello(request):
             pass
     reply.update([
         ('maxBsonObjectSize', 16 * 1024 * 1024), ('maxMessageSizeBytes', 48000000),
-        ('maxWriteBatchSize', 100000), ('localTime', datetime.datetime.utcnow()),
+        ('maxWriteBatchSize', 100000), ('localTime', _local_time(emulator)),
         ('logicalSessionTimeoutMinutes', 30), ('connectionId', request.connection.id),
         ('minWireVersion', 0), ('maxWireVersion', MAX_WIRE_VERSION), ('readOnly', False)])
     return reply
+
+
+def _local_time(emulator):
+    """This server's wall clock, its test offset included (a naive UTC
+    datetime, as BSON dates decode)."""
+    return datetime.datetime.utcnow() + datetime.timedelta(
+        milliseconds=emulator.clock_offset_ms)
 
 
 def ping(request):
@@ -214,7 +221,10 @@ def emulator_control(request):
     default 10000), {emulatorControl: "heal"} (every partition), and on
     any emulator {emulatorControl: "cost", perDocumentMS: N} (what each
     document a delete removes costs against its maxTimeMS; 0: nothing).
-    A member killed by its own connection dies once the reply is sent."""
+    A member killed by its own connection dies once the reply is sent.
+    {emulatorControl: "clock", ms: N} (also without a replica set) puts
+    every member's clock N ms ahead of the host's (negative: behind), as
+    its hello's localTime shows."""
     rs = request.emulator.replset
     action = request.command[request.name]
     if action == 'cost' and request.database == 'admin':
@@ -224,10 +234,17 @@ def emulator_control(request):
         for member in rs.members if rs is not None else [request.emulator]:
             member.document_cost = ms / 1000.0
         return SON()
-    if rs is None:
+    if rs is None and action != 'clock':
         return command_not_found(request)
     if request.database != 'admin':
         raise CommandError(13, 'emulatorControl may only be run against the admin database.')
+    if action == 'clock':
+        offset = request.command.get('ms', 0)
+        if isinstance(offset, bool) or not isinstance(offset, (int, float)):
+            raise CommandError(2, 'emulatorControl clock: ms must be a number')
+        for member in rs.members if rs is not None else [request.emulator]:
+            member.clock_offset_ms = float(offset)
+        return SON([('ms', offset)])
     if action == 'kill':
         member = rs.member(request.command.get('member', 'primary'))
         if member is None:
@@ -507,7 +524,10 @@ def update(request):
                     matched, changed = request.store.update_many(
                         request.database, name, query, change)
                     n, modified = n + matched, modified + changed
-                    continue
+                    if matched or not statement.get('upsert'):
+                        continue
+                    # An upsert matching nothing inserts one document, multi
+                    # or not (MongoDB's update command).
                 before, after, inserted = request.store.update_one(
                     request.database, name, query, change, bool(statement.get('upsert')))
             if inserted:

@@ -92,6 +92,9 @@ class Emulator(MockupDB):
         self._clients = set()
         self._clients_lock = threading.Lock()
         self._listener = None
+        # Added to the clock its hello's localTime reads (a host whose clock
+        # is off); emulatorControl "clock" sets it.
+        self.clock_offset_ms = 0.0
 
     # -- life cycle -----------------------------------------------------------
 
@@ -257,7 +260,7 @@ class Emulator(MockupDB):
                 return CLOSE_CONNECTION
             failure = action.error_reply(name, command)
             if failure is not None:
-                return SON(failure)
+                return self._topology_versioned(SON(failure))
 
         retry_key = None
         if name in WRITE_COMMANDS and 'txnNumber' in command and 'lsid' in command:
@@ -279,7 +282,7 @@ class Emulator(MockupDB):
                 if failure is None:
                     failure, close = self._transactional_write(name, command, retry_key)
                 if failure is not None:
-                    return failure
+                    return self._topology_versioned(failure)
                 reply = self._run(name, database, command, connection, retry_key, deadline)
                 if close and reply.get('ok'):
                     return CLOSE_CONNECTION  # committed; the write concern never waited
@@ -330,6 +333,16 @@ class Emulator(MockupDB):
             failure['errorLabels'] = ['RetryableWriteError']
         return failure, False
 
+    def _topology_versioned(self, reply):
+        """A replica-set member's "not primary" or "shutting down" error
+        carries its topologyVersion, as MongoDB 4.4+ replies do: a driver
+        whose view of the member is as new ignores the error as stale (SDAM,
+        "Error Handling") instead of forgetting the primary."""
+        if (self.replset is not None and isinstance(reply, dict)
+                and reply.get('code') in STATE_CHANGE_CODES):
+            reply['topologyVersion'] = self.replset.hello_fields(self)['topologyVersion']
+        return reply
+
     def _run(self, name, database, command, connection, retry_key, deadline=None):
         if retry_key is not None:
             with self._retries_lock:
@@ -376,6 +389,11 @@ class Emulator(MockupDB):
             return _error_reply(CommandError(13435, 'not primary and secondaryOk=false'))
         return None
 
+
+# NotWritablePrimary, LegacyNotPrimary, NotPrimaryNoSecondaryOk,
+# NotPrimaryOrSecondary, InterruptedDueToReplStateChange, PrimarySteppedDown,
+# ShutdownInProgress, InterruptedAtShutdown (SDAM's state change errors).
+STATE_CHANGE_CODES = {10107, 10058, 13435, 13436, 11602, 189, 91, 11600}
 
 _EXHAUST_ALLOWED = 1 << 16  # OP_MSG flag of awaitable hello; mockupdb rejects it
 

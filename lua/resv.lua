@@ -196,7 +196,10 @@ local stats_buf = ffi_new("resv_stats_t")
 --   latency[op] = { count, sum (seconds), buckets = { { le, count }, ... } }
 --     (cumulative; the last le is math.huge)
 --   duplicate_key_retries, setup_failures, slow_calls, slow_ms,
---   jobs_waiting, jobs_running, entries and bytes (nil for MongoDB).
+--   jobs_waiting, jobs_running, entries and bytes (nil for MongoDB),
+--   clock_skew_ms and clock_skew_error_ms (MongoDB, once the driver's
+--   monitor has said hello: the server's clock minus this host's, known to
+--   within the error; nil before and for the embedded stores).
 -- Returns nil, err only for a store used after fork().
 function Store:stats()
   local h = check_store(self, "stats")
@@ -225,6 +228,7 @@ function Store:stats()
                       buckets = buckets }
   end
   local entries, bytes = tonumber(st.entries), tonumber(st.bytes)
+  local skew_error = tonumber(st.clock_skew_error_ms)
   return {
     calls = calls, errors = errors, latency = latency,
     duplicate_key_retries = tonumber(st.duplicate_key_retries),
@@ -235,6 +239,8 @@ function Store:stats()
     jobs_running = tonumber(st.jobs_running),
     entries = entries >= 0 and entries or nil,
     bytes = bytes >= 0 and bytes or nil,
+    clock_skew_ms = skew_error >= 0 and tonumber(st.clock_skew_ms) or nil,
+    clock_skew_error_ms = skew_error >= 0 and skew_error or nil,
   }
 end
 

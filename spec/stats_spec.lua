@@ -62,6 +62,28 @@ for _, backend in ipairs(BACKENDS) do
       end
     end)
 
+    it("reports the server's clock against this host's (MongoDB only)", function()
+      assert(t:reserve(KEY, { id = "a" }, "x", 60000))
+      local s = assert(store:stats())
+      if backend.name ~= "mongodb" then
+        assert.is_nil(s.clock_skew_ms)
+        assert.is_nil(s.clock_skew_error_ms)
+        assert.not_matches("resv_clock_skew", assert(resv.metrics(store)), 1, true)
+        return
+      end
+      for _ = 1, 50 do -- the monitor's first hello may still be on its way
+        if s.clock_skew_ms then break end
+        os.execute("sleep 0.1")
+        s = assert(store:stats())
+      end
+      assert.is_true(s.clock_skew_error_ms >= 0)
+      assert.is_true(math.abs(s.clock_skew_ms) <= s.clock_skew_error_ms + 1000, s.clock_skew_ms)
+      local text = assert(resv.metrics(store))
+      assert.matches('# TYPE resv_clock_skew_seconds gauge\nresv_clock_skew_seconds %-?[%d%.e%-]+\n',
+                     text)
+      assert.matches('\nresv_clock_skew_error_seconds [%d%.e%-]+\n', text)
+    end)
+
     it("renders the Prometheus text format", function()
       assert(t:reserve(KEY, { id = "a" }, "x", 60000))
       local text = assert(resv.metrics(store, { worker = 'w"1' }))

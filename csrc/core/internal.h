@@ -210,6 +210,9 @@ typedef struct resv__backend_ops {
   void (*usage)(void *backend, resv_type_t *type, int64_t *entries,
                 int64_t *bytes);
   bool (*is_sharded)(void *backend);
+  /* The server's clock minus this host's, ms, within *error_ms; false
+   * when not measured (yet). NULL for a store without a server. */
+  bool (*clock_skew)(void *backend, int64_t *skew_ms, int64_t *error_ms);
   /* Lets go of the network (connections, driver threads) once no call
    * runs any more; describe and destroy still work after. May be NULL. */
   void (*shutdown)(void *backend);

@@ -871,6 +871,9 @@ bool resv_store_stats(resv_store_t *store, resv_stats_t *out, resv_error_t *err)
   resv__stats_sum(store->stats, out);
   resv__pool_load(store->pool, &out->jobs_waiting, &out->jobs_running);
   resv__store_usage(store, &out->entries, &out->bytes);
+  out->clock_skew_error_ms = -1;
+  if (store->ops->clock_skew)
+    store->ops->clock_skew(store->backend, &out->clock_skew_ms, &out->clock_skew_error_ms);
   return true;
 }
 

@@ -45,6 +45,14 @@ typedef struct resv__mongo {
   resv__mongo_log_t *log; /* the store in the log handler's registry */
   int32_t selection_ms;   /* the URI's serverSelectionTimeoutMS */
   atomic_bool pool_reached; /* a call answered through the pool's clients */
+  /* The servers' clocks (mongo_skew.c): the last skew measured (server
+   * minus host, ms), within skew_error_ms (-1: none measured yet); the
+   * last plain hello's round trip (-1: none); the shortest reserve ttl
+   * (0: none yet). */
+  _Atomic int64_t skew_ms;
+  _Atomic int64_t skew_error_ms;
+  _Atomic int64_t skew_rtt_ms;
+  _Atomic int64_t shortest_ttl_ms;
 } resv__mongo_t;
 
 /* Removes the name of mongoc's shared-memory counters of this process
@@ -75,6 +83,20 @@ void resv__mongo_log_say(resv__mongo_log_t *e, const char *domain, const char *t
 
 /* The resv_log_level_t called name ("error" ... "debug"); 0 when none. */
 int32_t resv__mongo_log_level_named(const char *name);
+
+/* ---- The servers' clocks (mongo_skew.c) ------------------------------ */
+
+/* Measures each server's clock at the monitor's hellos (the pool's APM
+ * heartbeat callback; call before the pool's first client is popped). */
+void resv__mongo_skew_watch(resv__mongo_t *m);
+
+/* Notes the ttl of a reserve: the warning compares the skew with the
+ * shortest. */
+void resv__mongo_skew_ttl(resv__mongo_t *m, int64_t ttl_ms);
+
+/* The backend's clock_skew op: the last skew and its error; false (0, -1)
+ * before the first measure. */
+bool resv__mongo_skew(void *backend, int64_t *skew_ms, int64_t *error_ms);
 
 /* ---- Errors (mongo_error.c) ------------------------------------------ */
 

@@ -289,6 +289,8 @@ static bool mongo_execute(void *backend, resv_type_t *type,
         mongoc_client_get_collection(w->client, m->database, type->collection);
     w->type = type;
   }
+  if (req->op == RESV_OP_RESERVE)
+    resv__mongo_skew_ttl(m, req->ttl_ms);
   bool gone = false;
   bool ok = resv__mongo_run(m, w->coll, req, now, deadline, answer, &gone, err);
   if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
@@ -429,6 +431,7 @@ static const resv__backend_ops_t mongo_ops = {
     .type_init = resv__mongo_type_init,
     .type_free = resv__mongo_type_free,
     .execute = mongo_execute,
+    .clock_skew = resv__mongo_skew,
     .scan = mongo_scan,
     .list_types = mongo_list_types,
     .put = mongo_put,
@@ -510,6 +513,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
     return NULL;
   }
   mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+  resv__mongo_skew_watch(m);
   if (pthread_key_create(&m->worker_key, worker_end) != 0) {
     resv__fail(err, RESV_ENOMEM, "no thread-specific key for the dispatcher");
     mongo_destroy(m);

@@ -24,7 +24,11 @@ MongoDB's documentation followed:
   that was replicated with it, not applied twice;
 - SDAM's streaming protocol ("awaitable hello"): a hello carrying the
   client's topologyVersion and maxAwaitTimeMS is answered when the
-  server's topologyVersion changes, or when the time is up.
+  server's topologyVersion changes, or when the time is up;
+- SDAM's error handling: a 4.4+ member's "not primary" and "shutting
+  down" errors carry its topologyVersion, so a driver that knows that
+  version takes a failCommand error as stale and retries on the same
+  primary at once (the retryable-writes spec tests need it).
 """
 
 import socket
@@ -129,6 +133,32 @@ class SecondaryTest(ReplicaSetTest):
         reply = raw_command(secondary.address, 'app', {'create': 'other'})
         self.assertEqual(reply['code'], 10107)
         self.assertEqual(self.coll.count_documents({}), 0)
+
+    def test_state_change_errors_carry_the_topology_version(self):
+        primary, secondary = self.primary(), self.rs.members[1]
+        reply = raw_command(secondary.address, 'app', {'insert': 'res', 'documents': [{'_id': 1}]})
+        self.assertEqual(reply['topologyVersion'], self.hello(secondary)['topologyVersion'])
+        raw_command(primary.address, 'admin', SON([
+            ('configureFailPoint', 'failCommand'), ('mode', {'times': 1}),
+            ('data', {'failCommands': ['insert'], 'errorCode': 189})]))
+        reply = raw_command(primary.address, 'app', {'insert': 'res', 'documents': [{'_id': 1}]})
+        self.assertEqual(reply['code'], 189)
+        self.assertEqual(reply['topologyVersion'], self.hello(primary)['topologyVersion'])
+        raw_command(primary.address, 'admin', SON([
+            ('configureFailPoint', 'failCommand'), ('mode', {'times': 1}),
+            ('data', {'failCommands': ['insert'], 'errorCode': 2})]))
+        reply = raw_command(primary.address, 'app', {'insert': 'res', 'documents': [{'_id': 1}]})
+        self.assertEqual(reply['code'], 2)
+        self.assertNotIn('topologyVersion', reply)
+        # The driver keeps the primary: a retried write succeeds.
+        raw_command(primary.address, 'admin', SON([
+            ('configureFailPoint', 'failCommand'), ('mode', {'times': 1}),
+            ('data', {'failCommands': ['insert'], 'errorCode': 189,
+                      'errorLabels': ['RetryableWriteError']})]))
+        client = pymongo.MongoClient(self.rs.uri, serverSelectionTimeoutMS=2000)
+        self.addCleanup(client.close)
+        client.app.res.insert_one({'_id': 2})
+        self.assertEqual(self.coll.count_documents({'_id': 2}), 1)
 
     def test_secondary_reads_need_secondary_ok(self):
         self.coll.insert_one({'_id': 1})

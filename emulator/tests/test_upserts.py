@@ -9,6 +9,9 @@ when the query is an equality on the unique index's fields alone; otherwise
 the operation fails with E11000 (code 11000) -- a write error for update, a
 command error for findAndModify. Inserting an existing _id fails the same
 way. Single-document writes are atomic ("Atomicity and Transactions").
+An update with multi and upsert that matches nothing inserts one document
+("update" command, upsert: "If no documents match, inserts a single
+document"); when some match, it updates them all and inserts none.
 """
 
 import threading
@@ -45,6 +48,15 @@ class UpsertTest(EmulatorTest):
         self.coll.update_one({'_id': 1}, {'$setOnInsert': {'x': 1}, '$set': {'y': 1}}, upsert=True)
         self.coll.update_one({'_id': 1}, {'$setOnInsert': {'x': 2}, '$set': {'y': 2}}, upsert=True)
         self.assertEqual(self.coll.find_one(), SON([('_id', 1), ('x', 1), ('y', 2)]))
+
+    def test_multi_upsert_inserts_one_when_nothing_matches(self):
+        result = self.coll.update_many({'_id': {'$gt': 5}, 'k': 'v'}, {'$set': {'x': 1}},
+                                       upsert=True)
+        self.assertEqual((result.matched_count, result.upserted_id is not None), (0, True))
+        self.assertEqual(self.coll.find_one({}, {'_id': 0}), SON([('k', 'v'), ('x', 1)]))
+        result = self.coll.update_many({'k': 'v'}, {'$set': {'x': 2}}, upsert=True)
+        self.assertEqual((result.matched_count, result.upserted_id), (1, None))
+        self.assertEqual(self.coll.count_documents({}), 1)
 
     def test_upsert_duplicate_key_is_a_write_error_for_update(self):
         self.coll.insert_one({'_id': KEY, 'owner': 'o1', 'expires_at': 500})

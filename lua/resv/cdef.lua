@@ -531,6 +531,12 @@ typedef struct resv_stats {
   int64_t entries;         /* memory and file stores: live records; else -1 */
   int64_t bytes;           /* memory: bytes of entries and tables; file:
                             * bytes of the types' pages; else -1 */
+  /* MongoDB: the server's clock minus this host's at the driver's last
+   * hello of any server, ms (positive: the server's is ahead), known to
+   * within clock_skew_error_ms (half the hello's round trip); -1 there
+   * (and 0 here) before the first hello and for the embedded stores. */
+  int64_t clock_skew_ms;
+  int64_t clock_skew_error_ms;
 } resv_stats_t;
 
 /* Fills out with the store's counters. Cheap for the calls it counts:

@@ -18,6 +18,9 @@
 --   resv_slow_calls_total                  counter: calls past slow_ms
 --   resv_jobs_waiting, resv_jobs_running   gauges
 --   resv_entries, resv_bytes               gauges (memory and file stores)
+--   resv_clock_skew_seconds, resv_clock_skew_error_seconds
+--                                          gauges (MongoDB, once measured):
+--                                          server's clock minus this host's
 --
 -- Several stores (e.g. one per nginx worker, gathered through an
 -- ngx.shared dict) render as one text with render_many, so that each
@@ -200,6 +203,21 @@ function _M.render_many(list)
            gauge("entries", "resv_entries"))
     family("resv_bytes", "gauge", "Bytes those reservations take (memory and file stores).",
            gauge("bytes", "resv_bytes"))
+  end
+  local measured = false
+  for _, item in ipairs(list) do measured = measured or item.stats.clock_skew_ms ~= nil end
+  if measured then
+    local function seconds(key, name)
+      return function(st, emit)
+        if st[key] then emit(name, "", st[key] / 1000) end
+      end
+    end
+    family("resv_clock_skew_seconds", "gauge",
+           "The server's clock minus this host's at the driver's last hello (MongoDB).",
+           seconds("clock_skew_ms", "resv_clock_skew_seconds"))
+    family("resv_clock_skew_error_seconds", "gauge",
+           "How far off resv_clock_skew_seconds may be: half the hello's round trip.",
+           seconds("clock_skew_error_ms", "resv_clock_skew_error_seconds"))
   end
   line("")
   return concat(out, "\n")
