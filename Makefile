@@ -234,7 +234,7 @@ stress: $(O)/resv_tests $(O)/libresv.so
 
 # ---- the protocol, model-checked (model/, SPIN) ---------------------
 
-# SPEC section 5 in Promela, checked exhaustively, every planted mutant
+# docs/design.md section 5 in Promela, checked exhaustively, every planted mutant
 # caught, then MODEL_TRACES random traces of the model replayed against
 # the memory store (model/README.md). make test runs a small size.
 MODEL_TRACES ?= 200

@@ -1,4 +1,4 @@
-/* filestore.c: what the file store costs (SPEC section 6), each figure a
+/* filestore.c: what the file store costs (docs/design.md section 6), each figure a
  * ratio against a baseline measured in the same run.
  *
  *   filestore [keys] [seconds]

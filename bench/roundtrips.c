@@ -1,10 +1,10 @@
 /* roundtrips.c: how many commands each operation sends to MongoDB.
  *
- * Runs every operation of SPEC section 5 once through the public C API
+ * Runs every operation of docs/design.md section 5 once through the public C API
  * against the server named by RESV_TEST_URI (scripts/with-mongo starts the
  * emulator) and counts the commands each one started, with mongoc's APM
  * callbacks (apm.c). A round trip is the physical cost of a call on a real
- * server, so each count is printed next to the minimum the SPEC allows;
+ * server, so each count is printed next to the minimum the design (docs/design.md) allows;
  * any extra is a bug. The baseline is that minimum: the ratio column is
  * measured / minimum.
  *
@@ -82,10 +82,10 @@ int main(int argc, char **argv) {
   resv_request_t r;
 
   /* The type's first call: set-up, then the reserve. The minimum is the
-   * set-up the SPEC describes (create, read the format record, write it;
+   * set-up the design (docs/design.md) describes (create, read the format record, write it;
    * on a mongos also read config.collections, enableSharding, the shard
    * key's index that a collection holding documents needs before
-   * shardCollection (SPEC section 12), shardCollection) plus the
+   * shardCollection (docs/design.md section 12), shardCollection) plus the
    * reserve's one. */
   int first_min = mongos ? 8 : 4;
   r = (resv_request_t){.op = RESV_OP_RESERVE, .key = key_of("a@x"),
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
   call("reserve, same owner, new attempt", 1, &r, RESV_RESERVED);
   r.owner = bob;
   /* A conflict is the upsert's duplicate key, then a read of the holder
-   * (SPEC section 5): two round trips by design. */
+   * (docs/design.md section 5): two round trips by design. */
   call("reserve, held by another (conflict)", 2, &r, RESV_CONFLICT);
 
   r = (resv_request_t){.op = RESV_OP_CONFIRM, .key = key_of("b@x"),
@@ -117,12 +117,12 @@ int main(int argc, char **argv) {
 
   r = (resv_request_t){.op = RESV_OP_ABANDON, .key = key_of("a@x"),
                        .owner = ann, .attempt = resv_cstr("c1")};
-  /* abandon is SPEC section 5's two writes: the pull (a findAndModify
+  /* abandon is docs/design.md section 5's two writes: the pull (a findAndModify
    * returning what it left, which decides the answer), then the delete. */
   call("abandon last hold", 2, &r, RESV_ABANDONED);
   /* When the pull matched nothing there is no delete to send (nothing of
    * the owner's was there), and one read tells an absent reservation from
-   * a document that is not a reservation, which answers format (SPEC
+   * a document that is not a reservation, which answers format (docs/design.md
    * section 12); only then. (3 before the pull returned what it left:
    * update, delete, find.) */
   call("abandon (absent)", 2, &r, RESV_ABSENT);

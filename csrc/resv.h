@@ -27,7 +27,7 @@ extern "C" {
 
 /* RESV_CDEF_BEGIN */
 
-/* Error codes (SPEC section 8). RESV_OK is 0. */
+/* Error codes (docs/design.md section 8). RESV_OK is 0. */
 typedef enum resv_code {
   RESV_OK = 0,
   RESV_EINVALID = 1,     /* bad argument; nothing was written */
@@ -46,7 +46,7 @@ typedef struct resv_error {
   char message[504];   /* NUL-terminated; never contains a password */
 } resv_error_t;
 
-/* Answers (SPEC section 9). */
+/* Answers (docs/design.md section 9). */
 typedef enum resv_status {
   RESV_NONE = 0,
   RESV_RESERVED = 1,  /* reserve: pending, ours */
@@ -111,7 +111,7 @@ typedef enum resv_sharding {
 /* resv_options_t.write_concern: w "majority". */
 typedef enum resv_write_concern { RESV_WRITE_MAJORITY = -1 } resv_write_concern_t;
 
-/* The file store's durability (SPEC section 6). */
+/* The file store's durability (docs/design.md section 6). */
 typedef enum resv_sync {
   RESV_SYNC_DISK = 0,   /* an answer waits until its commit is on disk */
   RESV_SYNC_PROCESS = 1 /* an answer survives the crash of any process;
@@ -153,7 +153,7 @@ typedef struct resv_options {
   int32_t max_holds;    /* most attempts holding one pending reservation;
                          * default 100; a new attempt past it is
                          * RESV_EINVALID (an attempt already there is not) */
-  /* The file store (SPEC section 6; not with uri): */
+  /* The file store (docs/design.md section 6; not with uri): */
   const char *path;     /* NUL-terminated directory; NULL or "": not a file store */
   int64_t map_size;     /* largest size of its map in bytes; default 1 GiB */
   int32_t sync;         /* resv_sync_t; default disk */
@@ -518,7 +518,7 @@ bool resv_inbox_wait(resv_inbox_t *inbox, int64_t timeout_ms);
 
 /* ---- Answers and errors --------------------------------------------- */
 
-/* ---- Counters (SPEC section 13) ------------------------------------- */
+/* ---- Counters (docs/design.md section 13) ------------------------------------- */
 
 /* The sizes of resv_stats_t's tables: indexed by resv_op_t (0 unused),
  * resv_status_t, resv_code_t, and the latency buckets, whose upper
@@ -608,7 +608,7 @@ bool resv_release(resv_type_t *type, const resv_key_t *key,
 bool resv_get(resv_type_t *type, const resv_key_t *key,
               resv_answer_t *answer, resv_error_t *err);
 /* Deletes the type's pending reservations whose expiry is at least
- * sweep_grace_ms in the past (SPEC section 5), never a confirmed one, a
+ * sweep_grace_ms in the past (docs/design.md section 5), never a confirmed one, a
  * live one or a record that is not a format-1 reservation. Answers
  * RESV_SWEPT with answer->count the number deleted. On the memory store
  * it visits every entry of the type (each stripe under its lock in turn);

@@ -1,4 +1,4 @@
-"""A small MongoDB emulator for resv's integration tests (SPEC section 11).
+"""A small MongoDB emulator for resv's integration tests (docs/design.md section 11).
 
 It speaks the real wire protocol through mockupdb and borrows query, update
 and aggregation semantics from mongomock, fixing the places where those

@@ -2,7 +2,7 @@
 
 mongomock's expression evaluator (mongomock.aggregate._Parser) does most of
 the work. This subclass fixes what it gets wrong for the reservation store
-(SPEC section 10), each fix tested in tests/test_expressions.py:
+(docs/design.md section 10), each fix tested in tests/test_expressions.py:
 
 - a missing field is a value of its own: ``$eq`` of missing and null is
   false, while ``$lte``/``$lt``/``$gt``/``$gte``/``$cmp`` compare across

@@ -5,7 +5,7 @@
  * (tenant, namespace, key, owner tenant, owner id, attempt), each a length
  * byte and that many bytes (what is left when the input runs short). The
  * core's answers are compared with a reference written here from the
- * rules alone (SPEC section 8, RFC 3629's table of well-formed UTF-8):
+ * rules alone (docs/design.md section 8, RFC 3629's table of well-formed UTF-8):
  *   - resv__utf8_valid on every string and on the whole input;
  *   - resv__validate_request: true exactly when the reference says so, and
  *     false always with RESV_EINVALID and a message;

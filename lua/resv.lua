@@ -6,8 +6,8 @@
 -- resv.sched and resv.ngx wait for them without blocking the host, and
 -- resv.base holds what they share.
 --
--- Answers are plain tables (SPEC section 9); errors are `nil, "<code>:
--- <message>"` (SPEC section 8). Calling a method on the wrong object is a
+-- Answers are plain tables (docs/design.md section 9); errors are `nil, "<code>:
+-- <message>"` (docs/design.md section 8). Calling a method on the wrong object is a
 -- programmer's mistake and raises.
 local ffi = require "ffi"
 local jit = require "jit"
@@ -177,7 +177,7 @@ function Store:close()
   return true
 end
 
--- The names of resv_stats_t's rows and columns (SPEC section 13).
+-- The names of resv_stats_t's rows and columns (docs/design.md section 13).
 local OP_NAMES = { "reserve", "confirm", "abandon", "release", "get", "sweep" }
 local function names_of(name_of, n)
   local t = {}
@@ -345,7 +345,7 @@ local function fill_options(o, opts, keep)
     if not n then return err end
     o.write_concern = n
   end
-  -- The file store (SPEC section 6).
+  -- The file store (docs/design.md section 6).
   if values.path ~= nil then
     local path
     path, err = check_c_string("path", values.path)

@@ -1,7 +1,7 @@
 /* replay.c: the model's traces, replayed against the memory store.
  *
- * The memory store is the reference model of the MongoDB one (SPEC
- * section 6), and model/resv.pml is SPEC section 5 as MongoDB executes it.
+ * The memory store is the reference model of the MongoDB one (docs/design.md
+ * section 6), and model/resv.pml is docs/design.md section 5 as MongoDB executes it.
  * This program ties the two together: it reads traces of the model (SPIN's
  * random simulations, model/replay.sh), and for every answer the model
  * gave it makes the same call on a memory store, at the same clock, and
@@ -24,8 +24,8 @@
  * model/README.md says why.
  *
  * The memory store also reclaims, on its own, a pending reservation expired
- * for at least the grace (SPEC section 6), which the model leaves to its
- * sweeper. SPEC section 5 makes the two alike ("expired and absent both
+ * for at least the grace (docs/design.md section 6), which the model leaves to its
+ * sweeper. docs/design.md section 5 makes the two alike ("expired and absent both
  * mean free to take"): where the model's document is pending and expired
  * for the grace at the latest clock the store has seen, the store may have
  * none, and then abandon and release may answer absent, get absent, and a

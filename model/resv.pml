@@ -1,4 +1,4 @@
-/* resv.pml: SPEC section 5 as MongoDB executes it, for SPIN.
+/* resv.pml: docs/design.md section 5 as MongoDB executes it, for SPIN.
  *
  * One collection (db[]), NKEY keys, NOWN owners whose attempts run
  * concurrently, a clock that a process of its own advances at any moment,

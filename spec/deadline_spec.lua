@@ -1,6 +1,6 @@
 -- Every call has a deadline, the store's timeout_ms or the call's own
 -- { timeout_ms = n }, and answers `timeout` within it plus a small grace
--- in every waiting mode, whatever the driver's own timeouts say (SPEC
+-- in every waiting mode, whatever the driver's own timeouts say (docs/design.md
 -- section 7; issue 11, finding 4). The server holds each findAndModify
 -- far longer than the deadline (failCommand's blockConnection).
 local resv = require "resv"

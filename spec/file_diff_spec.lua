@@ -1,5 +1,5 @@
 -- The file store answers as the memory store does, through the Lua API
--- (SPEC section 6): random sequences of calls (keys in two tenants, owners
+-- (docs/design.md section 6): random sequences of calls (keys in two tenants, owners
 -- sharing an id across tenants, attempts, versions, ttls at the edges, the
 -- clock jumping onto and around expiry instants, now and then back) run on
 -- both side by side with the same clock, and every answer or error must be

@@ -1,4 +1,4 @@
--- The file store through the Lua API (SPEC section 6): its options, one
+-- The file store through the Lua API (docs/design.md section 6): its options, one
 -- store for every opener of a directory, reservations kept across a
 -- reopen, and the memory store refused in an nginx with several workers.
 local resv = require "resv"

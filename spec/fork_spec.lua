@@ -1,6 +1,6 @@
 -- Spawned coroutines, answers waiting in the inbox and the inbox's
 -- descriptor belong to the process that made them: after fork() the child
--- starts with none of them, and the parent's are untouched (SPEC section
+-- starts with none of them, and the parent's are untouched (docs/design.md section
 -- 9; issue 11, finding 2). The calls here go to MongoDB, whose answers
 -- come through the inbox (the memory store answers inline).
 local resv = require "resv"

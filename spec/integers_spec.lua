@@ -1,6 +1,6 @@
 -- Versions and expiries are int64 in every store; a Lua number holds them
 -- exactly only up to 2^53. Past that an answer carries the int64_t cdata
--- itself, never a rounded number, and confirm takes one back (SPEC
+-- itself, never a rounded number, and confirm takes one back (docs/design.md
 -- section 9; issue 11, finding 5).
 local helpers = require "spec.helpers"
 

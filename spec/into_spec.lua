@@ -16,7 +16,7 @@ local function key(name)
   return { namespace = "email", key = name }
 end
 
--- Every answer shape of SPEC section 9, in an order where each one follows
+-- Every answer shape of docs/design.md section 9, in an order where each one follows
 -- a different one; { "time", ms } moves the store's clock.
 local SCRIPT = {
   { "reserve", key("k1"), A, "a1", 1000 },      -- reserved, one hold

@@ -1,4 +1,4 @@
--- SPEC section 8: bad input answers invalid and writes nothing.
+-- docs/design.md section 8: bad input answers invalid and writes nothing.
 local helpers = require "spec.helpers"
 
 local GOOD_KEY = { tenant = "", namespace = "email", key = "ann@example.com" }

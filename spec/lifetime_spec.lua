@@ -1,5 +1,5 @@
 -- The strings of a key, owner and attempt reach C intact whatever the JIT
--- compiler and the collector do (SPEC section 9; issue 11, finding 1).
+-- compiler and the collector do (docs/design.md section 9; issue 11, finding 1).
 --
 -- Each call below passes strings nothing else references: temporaries
 -- built in the call itself, or fields computed by __index on every read.

@@ -1,4 +1,4 @@
--- SPEC section 5, rule by rule, through the Lua API: on the memory store,
+-- docs/design.md section 5, rule by rule, through the Lua API: on the memory store,
 -- the file store (sync process and disk), and MongoDB when RESV_TEST_URI
 -- is set, each both blocking and spawned.
 local helpers = require "spec.helpers"

@@ -1,4 +1,4 @@
--- store:stats() and resv.metrics(store) (SPEC section 13): the counts of
+-- store:stats() and resv.metrics(store) (docs/design.md section 13): the counts of
 -- a known sequence of calls, a cumulative histogram whose +Inf bucket is
 -- the op's count, entries and bytes of the embedded stores, and the text
 -- format (HELP/TYPE lines, labels, escaping, +Inf).

@@ -1,4 +1,4 @@
--- t:sweep() on every store (SPEC sections 5 "sweep" and 9): the count,
+-- t:sweep() on every store (docs/design.md sections 5 "sweep" and 9): the count,
 -- what it leaves (live, confirmed, within the grace), a swept key free
 -- again, and sweeps interleaved with reserves of the same keys (spawned
 -- coroutines: on MongoDB and the file store with sync "disk" they run on

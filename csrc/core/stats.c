@@ -1,4 +1,4 @@
-/* stats.c: a store's counters (SPEC section 13), cheap on the hot path
+/* stats.c: a store's counters (docs/design.md section 13), cheap on the hot path
  * (the slots: stats.h). resv_store_stats sums the slots. A reader may see
  * a call's status counted before its latency: each counter is exact, the
  * set is not a snapshot, as with any Prometheus exporter.

@@ -662,7 +662,7 @@ bool resv_type_put(resv_type_t *type, const resv_scan_entry_t *entry, int32_t *o
   return run_to_the_end(store, type, put_job, &c, &c.ok, deadline, "put", err);
 }
 
-/* ---- scans (SPEC section 13; the pages are filled by scan.c) ------- */
+/* ---- scans (docs/design.md section 13; the pages are filled by scan.c) ------- */
 
 /* The largest page of resv_type_scan. */
 #define SCAN_MAX_LIMIT 10000

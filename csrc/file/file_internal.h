@@ -4,7 +4,7 @@
  * checks that it is a resv store, sets each type's database up and runs
  * every call in a transaction: inline for sync = "process", through group
  * commit on the dispatcher for sync = "disk". file_ops.c is what runs
- * inside a transaction: the rules of SPEC section 5 over the records
+ * inside a transaction: the rules of docs/design.md section 5 over the records
  * (file_record.h) and the reclaiming of expired reservations. The rest of the core sees only resv__file_open
  * (internal.h). */
 #ifndef RESV_FILE_INTERNAL_H

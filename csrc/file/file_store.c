@@ -1,5 +1,5 @@
 /* file_store.c: the file store, one LMDB environment shared by every
- * process that opens the same directory (SPEC section 6).
+ * process that opens the same directory (docs/design.md section 6).
  *
  * A directory holds LMDB's data.mdb and lock.mdb, the state file
  * resv.state (file_state.c), the write gate resv.gate (file_gate.c) and

@@ -10,14 +10,14 @@
  * entry, owner, holds array, each hold's bytes), and is compact: 106.7
  * bytes a live reservation with its bucket (csrc/test/test_memory.c).
  *
- * The rules are SPEC section 5 read as the MongoDB store executes them, so
+ * The rules are docs/design.md section 5 read as the MongoDB store executes them, so
  * both give the same answers for the same calls and clock: a reserve or a
  * confirm matches a reservation only when it is the owner's or pending and
  * expired (expires_at <= now), and otherwise meets it as a conflict; an
  * abandon pulls its hold and deletes only a pending reservation of the
  * owner left without holds.
  *
- * Reclaiming (SPEC section 6): a pending reservation expired for at least
+ * Reclaiming (docs/design.md section 6): a pending reservation expired for at least
  * sweep_grace_ms is deleted on its own, so memory is bounded by what is
  * live. Every call, under the stripe lock it already holds, visits the
  * next RECLAIM_BUCKETS buckets of the stripe from a cursor that walks the

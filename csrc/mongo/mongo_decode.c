@@ -1,6 +1,6 @@
 /* mongo_decode.c: the format-1 document, read and written.
  *
- * Reading: a stored document is checked field by field against SPEC
+ * Reading: a stored document is checked field by field against docs/design.md
  * section 3, in order: _id {t, n, k}, tenant_id, key, owner {tenant_id, id},
  * expires_at (int64, or null when confirmed), then holds (an array of
  * strings, pending only) or version (int64, confirmed only), and nothing

@@ -3,7 +3,7 @@
  * The pool runs with mongoc's error API version 2, where a server's own
  * error arrives as domain MONGOC_ERROR_SERVER (or MONGOC_ERROR_WRITE_CONCERN)
  * with MongoDB's code, so a duplicate key is exactly MONGOC_ERROR_SERVER /
- * 11000 and nothing else. The mapping follows SPEC section 8:
+ * 11000 and nothing else. The mapping follows docs/design.md section 8:
  *   - server errors are RESV_ESERVER with the server's code and message,
  *     but for MaxTimeMSExpired (50), ExceededTimeLimit (262) and a write
  *     concern's wtimeout (WriteConcernFailed, 64), which are RESV_ETIMEOUT,
@@ -30,7 +30,7 @@
 #define SERVER_WRITE_CONCERN_FAILED 64 /* wtimeout passed */
 #define SERVER_EXCEEDED_TIME_LIMIT 262
 
-/* A member stepping down, shutting down, or no longer primary (SPEC
+/* A member stepping down, shutting down, or no longer primary (docs/design.md
  * section 12): the caller can act on it (retry, elsewhere or later), so it
  * is RESV_EUNAVAILABLE, not a server error, also when the driver's one
  * retry met it again. */

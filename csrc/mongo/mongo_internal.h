@@ -136,7 +136,7 @@ typedef struct resv__mongo_doc {
   size_t nholds;
 } resv__mongo_doc_t;
 
-/* Parses doc strictly against the format-1 layout (SPEC section 3): field
+/* Parses doc strictly against the format-1 layout (docs/design.md section 3): field
  * order, types, UTF-8, the state's fields and no others. Anything else
  * fails with RESV_EFORMAT (or RESV_ENOMEM); out then needs no freeing. */
 bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
@@ -167,7 +167,7 @@ bool resv__mongo_type_init(void *backend, resv_type_t *type,
                            resv_error_t *err);
 void resv__mongo_type_free(void *backend, resv_type_t *type);
 
-/* Makes sure the type's collection exists, is sharded as SPEC section 4
+/* Makes sure the type's collection exists, is sharded as docs/design.md section 4
  * says, and holds format 1, once per process: after the first success it
  * costs one atomic load. Fails with RESV_EFORMAT on another format or
  * shard key (nothing written), or with the server's error. */

@@ -1,4 +1,4 @@
-/* mongo_ops.c: the five operations as MongoDB commands (SPEC section 5).
+/* mongo_ops.c: the five operations as MongoDB commands (docs/design.md section 5).
  *
  * reserve and confirm are ONE findAndModify each: filter F(key) and
  * $or [{owner: O}, {expires_at: {$lte: now}}], an aggregation-pipeline
@@ -12,7 +12,7 @@
  * (it is ours, expired, or gone again), runs the upsert again, a bounded
  * number of times.
  *
- * The pipeline avoids the expression traps of SPEC section 10: "confirmed
+ * The pipeline avoids the expression traps of docs/design.md section 10: "confirmed
  * by this owner" is owner equality and expires_at equal to null (an
  * upserted document has no expires_at, and missing is not null under
  * $eq); "live pending of this owner" is owner equality and
@@ -30,7 +30,7 @@
  *
  * Every write's filter also carries the conformance predicate
  * (resv__mongo_conforms_new) as $expr: a document that is not a format-1
- * reservation matches no write, the owner's included (SPEC section 12).
+ * reservation matches no write, the owner's included (docs/design.md section 12).
  * reserve and confirm then meet it on the _id index and the duplicate-key
  * read answers RESV_EFORMAT; an abandon or release that matched nothing
  * reads the key once to tell RESV_ABSENT from RESV_EFORMAT. */
@@ -361,7 +361,7 @@ bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
 
 /* How read_key reads. */
 typedef enum read_mode {
-  /* get: by _id (SPEC section 5), so that whatever occupies the _id is
+  /* get: by _id (docs/design.md section 5), so that whatever occupies the _id is
    * seen, a document whose tenant_id or key disagree with its _id
    * included, and one that is not a reservation answers RESV_EFORMAT
    * instead of absent; on a mongos by F(key), which goes to the key's one
@@ -370,7 +370,7 @@ typedef enum read_mode {
   /* After an abandon or release that matched nothing: as READ_GET, but
    * with read concern local from the primary whatever the URI says. */
   READ_NO_MATCH,
-  /* After a duplicate key (SPEC section 12): read concern local from the
+  /* After a duplicate key (docs/design.md section 12): read concern local from the
    * primary whatever the URI says (majority could miss the in-flight
    * holder, and the retry loop would spin on it), by _id; on a mongos by
    * the whole shard key, so the read goes to the one shard whose _id
@@ -685,7 +685,7 @@ static pulled_t pulled_state(const bson_t *value) {
   return confirmed || held ? PULLED_KEPT : PULLED_LAST;
 }
 
-/* abandon: the two writes of SPEC section 5, in its order. The answer is
+/* abandon: the two writes of docs/design.md section 5, in its order. The answer is
  * decided at the first, the pull, which is a findAndModify returning the
  * document as the pull left it, so it says what the reservation was at
  * the instant the hold went (abandon's linearization point):
@@ -704,10 +704,10 @@ static pulled_t pulled_state(const bson_t *value) {
  * Answering from the delete instead (deleted ? abandoned : kept) said
  * kept for a reservation gone by then (model/README.md, "What SPIN
  * found"). The delete is sent after every pull that matched, kept ones
- * included, as SPEC section 5 writes it: it cannot change the answer (a
+ * included, as docs/design.md section 5 writes it: it cannot change the answer (a
  * pending reservation without holds that it finds there was emptied by
  * another abandon's pull, which answers abandoned itself), but it is the
- * SPEC's second write and costs a kept abandon what it always cost. Its
+ * the design's second write and costs a kept abandon what it always cost. Its
  * failure is the call's error either way, as before. A pull that matched
  * nothing sends no delete: nothing of the owner's was there for it, and
  * the read of absent_or_format follows instead. */

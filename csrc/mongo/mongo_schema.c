@@ -10,7 +10,7 @@
  *      RESV_EFORMAT;
  *   2. read the format record {_id: "format", format: 1}: another format,
  *      or a record that is not one, is refused with RESV_EFORMAT before
- *      anything is written (SPEC section 3);
+ *      anything is written (docs/design.md section 3);
  *   0. on a mongos with sharding auto, first read config.collections: a
  *      collection sharded on any key but {tenant_id: 1, key: "hashed"} is
  *      refused with RESV_EFORMAT, since the _id index then no longer keeps
@@ -193,7 +193,7 @@ static bool is_unauthorized(const bson_error_t *error) {
          error->code == SERVER_UNAUTHORIZED;
 }
 
-/* A readWrite user on a mongos: what it lacks, said in full (SPEC section
+/* A readWrite user on a mongos: what it lacks, said in full (docs/design.md section
  * 12), with the server's code kept. */
 static bool cannot_shard(const resv__mongo_t *m, const char *ns,
                          const char *missing, resv_error_t *err) {
@@ -439,7 +439,7 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
                       "the deadline passed while %s was being set up",
                       type->collection);
     } else if (now < st->retry_at) {
-      /* SPEC section 12: a failed set-up is retried with back-off, not on
+      /* docs/design.md section 12: a failed set-up is retried with back-off, not on
        * every call. */
       ok = false;
       if (err) {

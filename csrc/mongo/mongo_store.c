@@ -13,7 +13,7 @@
  * of dispatcher threads: each thread holds at most one client, so a pop
  * never waits for another thread.
  *
- * Open never waits on the network (SPEC section 7) unless check is set:
+ * Open never waits on the network (docs/design.md section 7) unless check is set:
  * the topology (a mongos or not: the hello reply's msg "isdbgrid") is
  * learnt by the first call from its own client's handshake. With check,
  * open pings the server on a single-threaded client, which authenticates
@@ -68,7 +68,7 @@ static void set_default_ms(mongoc_uri_t *uri, const char *option,
     mongoc_uri_set_option_as_int32(uri, option, ms);
 }
 
-/* The write concern every command carries (SPEC section 12): "majority"
+/* The write concern every command carries (docs/design.md section 12): "majority"
  * unless the write_concern option, or else the URI, names another w (the
  * URI's wtimeoutMS and journal are kept). A w of 0 (unacknowledged) is
  * refused wherever it comes from. Fails with RESV_EINVALID. */
@@ -159,7 +159,7 @@ static bool learn_topology(resv__mongo_t *m, mongoc_client_t *client,
   return true;
 }
 
-/* check = true (SPEC section 7): waits until the server answers and
+/* check = true (docs/design.md section 7): waits until the server answers and
  * authenticates, on a single-threaded client, which tries each server
  * once (serverSelectionTryOnce) and fails at once when nothing answers,
  * where a pooled client would wait out the whole selection timeout. A

@@ -1,7 +1,7 @@
 /* diff.c: the differential test's driver, shared by test_mongo_diff.c and
  * test_file_diff.c.
  *
- * The memory store is the reference model (SPEC section 6). Each seed
+ * The memory store is the reference model (docs/design.md section 6). Each seed
  * drives a random sequence of calls (a few keys in two tenants, owners
  * that share an id across tenants, attempts, versions, ttls at the edges,
  * sweeps, and clock jumps onto and around expiry instants, now and then
@@ -11,7 +11,7 @@
  * and the step; RESV_TEST_SEED=<seed> RESV_TEST_STEPS=<n> replays one
  * sequence. Both stores reclaim what expired TEST_DIFF_GRACE ago, each at
  * its own pace (MongoDB on a sweep): past the grace, expired and absent
- * mean the same (SPEC section 5), so such a reservation is released from
+ * mean the same (docs/design.md section 5), so such a reservation is released from
  * both before a call on its key (test_forget_reclaimable). */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* test_deploy.c: the MongoDB store on deployments as production runs them
- * (issue 12, SPEC section 12): over TLS with a CA file, and as a user with
+ * (issue 12, docs/design.md section 12): over TLS with a CA file, and as a user with
  * readWrite on its database only.
  *
  * Each test starts its own emulator (emulator/run.py --tls, or --user=...),

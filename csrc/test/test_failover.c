@@ -1,5 +1,5 @@
 /* test_failover.c: a Jepsen-style failover test of the MongoDB store (issue
- * 12, SPEC sections 11 and 12).
+ * 12, docs/design.md sections 11 and 12).
  *
  * Many clients reserve, confirm, release and abandon a few hot keys on a
  * replica set whose primary is killed and stepped down again and again.

@@ -3,7 +3,7 @@
  * Faults come from MongoDB's own failCommand fail point (sent with a plain
  * client, scoped to the store's appName so a shared server's other clients
  * never see them) and from an emulator this test starts, kills and
- * restarts on the same port. For each fault the rules are SPEC section 7
+ * restarts on the same port. For each fault the rules are docs/design.md section 7
  * and 8's: the call answers one of the codes of section 8, within its
  * deadline (plus the store's grace), and never `reserved` or `confirmed`
  * for a reservation it does not hold; once the fault is gone the same
@@ -200,7 +200,7 @@ START_TEST(a_fault_on_the_retry_too_answers_an_error_and_writes_nothing) {
                 resv_status_name(a.status));
   ck_assert_msg(is_fault_code(err.code), "%s: %s: %s", f->name,
                 resv_code_name(err.code), err.message);
-  /* SPEC section 12's classes (the server's code kept). */
+  /* docs/design.md section 12's classes (the server's code kept). */
   ck_assert_msg(!f->twice || err.code == f->twice, "%s: %s (%d), expected %s", f->name,
                 resv_code_name(err.code), (int)err.server_code, resv_code_name(f->twice));
   if (strstr(f->action, "errorCode"))
@@ -240,7 +240,7 @@ START_TEST(a_write_concern_error_is_an_error_and_the_retry_is_idempotent) {
   bool ok = op_call(t, op, "k", &a, &err, NULL);
   fail_off();
   ck_assert_msg(!ok, "answered %s despite the write concern error", resv_status_name(a.status));
-  /* SPEC section 12: a write concern timeout is a timeout. */
+  /* docs/design.md section 12: a write concern timeout is a timeout. */
   ck_assert_msg(err.code == RESV_ETIMEOUT && err.server_code == 64, "%s: %d %s",
                 resv_code_name(err.code), (int)err.server_code, err.message);
   /* The write itself was applied: the caller was told it does not know. */
@@ -342,7 +342,7 @@ START_TEST(a_call_blocked_past_its_deadline_answers_timeout_never_reserved) {
 }
 END_TEST
 
-/* SPEC section 7: the server is told the deadline (maxTimeMS). A command
+/* docs/design.md section 7: the server is told the deadline (maxTimeMS). A command
  * blocked on the server past it ends there with MaxTimeMSExpired (50):
  * the call answers timeout within its deadline, the driver does not run it
  * a second time (50 is not retryable: the fail point's second turn is left
@@ -384,7 +384,7 @@ START_TEST(a_command_blocked_past_its_deadline_ends_there_once_and_unapplied) {
 }
 END_TEST
 
-/* SPEC section 12: a type's set-up that failed is retried with back-off,
+/* docs/design.md section 12: a type's set-up that failed is retried with back-off,
  * not on every call. The create of a type's first call fails once (a
  * fail point of one turn): the next call, at once, answers the same error
  * without trying (it would succeed now), and a call after the back-off
@@ -472,7 +472,7 @@ END_TEST
 
 /* ---- the server down, and back ----------------------------------------- */
 
-/* SPEC section 7: without check, opening never waits on the network: a
+/* docs/design.md section 7: without check, opening never waits on the network: a
  * store opened while the server is down opens at once, its calls answer
  * unavailable (or timeout) within their deadline, and it works as soon as
  * the server is back. */
@@ -714,7 +714,7 @@ END_TEST
 
 /* ---- between abandon's two writes ------------------------------------- */
 
-/* SPEC section 5's abandon is two writes, and anything may happen between
+/* docs/design.md section 5's abandon is two writes, and anything may happen between
  * them. The answer is decided at the first (the pull, whose findAndModify
  * returns what it left): kept only when the reservation stayed then,
  * abandoned when the pull took its last hold, whatever the delete finds.

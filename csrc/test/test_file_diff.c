@@ -8,7 +8,7 @@
  * holds as a set. One key ("$cat" of tenant t1) is 600 bytes long, so the file store's hashed
  * keys (longer than LMDB's 511) are compared too. Both stores reclaim
  * what expired TEST_DIFF_GRACE ago, each at its own pace, and sweep now and
- * then: past the grace, expired and absent mean the same (SPEC section
+ * then: past the grace, expired and absent mean the same (docs/design.md section
  * 5), so such a reservation is released from both before a call on its
  * key (test_forget_reclaimable).
  * The second and fourth seeds run with max_holds = 2, so refused new attempts are

@@ -1,4 +1,4 @@
-/* test_file_integrity.c: the file store on a bad day for its files (SPEC
+/* test_file_integrity.c: the file store on a bad day for its files (docs/design.md
  * section 6, "Integrity"): data.mdb truncated or its meta pages damaged
  * while closed is refused at open with format; truncated while open, a
  * read answers format instead of killing the process; the directory

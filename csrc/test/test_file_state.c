@@ -1,4 +1,4 @@
-/* test_file_state.c: the file store's state file and checkpoints (SPEC
+/* test_file_state.c: the file store's state file and checkpoints (docs/design.md
  * section 6, "Durability, as proven"): with sync = "process" the state
  * says dirty before a write and clean after a checkpoint, processes
  * sharing the store keep it right between them, and an open after a

@@ -1,4 +1,4 @@
-/* test_file_store.c: what the file store promises beyond the rules (SPEC
+/* test_file_store.c: what the file store promises beyond the rules (docs/design.md
  * section 6): one store for every process of the directory, nothing
  * answered lost when a process is killed at any instant, no process
  * blocked by a dead one, the MongoDB layout, foreign data refused, a full

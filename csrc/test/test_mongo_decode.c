@@ -2,8 +2,8 @@
  *
  * mongo_decode.c must read exactly the format-1 layout and answer
  * RESV_EFORMAT for anything else, never crash: each malformed case below
- * breaks one rule of SPEC section 3, and a fuzz loop flips bytes of a good
- * document. mongo_error.c must map driver errors onto SPEC section 8 and
+ * breaks one rule of docs/design.md section 3, and a fuzz loop flips bytes of a good
+ * document. mongo_error.c must map driver errors onto docs/design.md section 8 and
  * keep the URI's password out of every message. */
 #include <stdint.h>
 #include <stdio.h>
@@ -355,7 +355,7 @@ START_TEST(test_errors_map_to_spec_codes) {
   ck_assert(!resv__mongo_fail(&m, &err, &e, past, "get"));
   ck_assert_int_eq(err.code, RESV_ETIMEOUT);
 
-  /* SPEC section 12: a primary stepping down or a node shutting down is
+  /* docs/design.md section 12: a primary stepping down or a node shutting down is
    * unavailable (timeout once the deadline passed), a server out of time
    * a timeout; the server's code stays. */
   static const uint32_t unavailable[] = {10107, 189, 11602, 11600, 91, 13435, 13436};
@@ -386,7 +386,7 @@ START_TEST(test_errors_map_to_spec_codes) {
   ck_assert_int_eq(err.server_code, 9001);
   bson_destroy(reply);
 
-  /* SPEC section 12: a write concern timeout is a timeout. */
+  /* docs/design.md section 12: a write concern timeout is a timeout. */
   e = make_error(MONGOC_ERROR_WRITE_CONCERN, 64, "waiting for replication timed out");
   ck_assert(!resv__mongo_fail(&m, &err, &e, future, "confirm"));
   ck_assert_int_eq(err.code, RESV_ETIMEOUT);

@@ -1,4 +1,4 @@
-/* test_mongo_replset.c: the MongoDB store on a replica set (SPEC section 12).
+/* test_mongo_replset.c: the MongoDB store on a replica set (docs/design.md section 12).
  *
  * Runs against RESV_TEST_URI when that is a replica set of two or more
  * members (a real one: MONGODB_URI), else against an emulator replica set
@@ -114,7 +114,7 @@ static bool try_reserve(resv_type_t *t, const char *key, resv_answer_t *a,
   return resv_call(t, &r, a, err) && a->status == RESV_RESERVED;
 }
 
-/* SPEC section 12: a URI naming one member finds the set and follows its
+/* docs/design.md section 12: a URI naming one member finds the set and follows its
  * failovers. The store names a secondary alone: its writes go to the
  * primary, and after the primary steps down to the new one. */
 START_TEST(test_a_uri_naming_one_secondary_follows_a_step_down) {

@@ -3,7 +3,7 @@
  * Runs against RESV_TEST_URI (scripts/with-mongo: MONGODB_URI or a fresh
  * emulator) and fails, never skips, when it is unset. The layout test
  * reads the documents back with pymongo (layout_check.py), an independent
- * client, and compares them with SPEC section 3 as canonical extended
+ * client, and compares them with docs/design.md section 3 as canonical extended
  * JSON, field order and number types included. The sharding tests need a
  * mongos: RESV_TEST_URI when it is one, else an emulator started here with
  * --mongos. Setting-up and refusal tests look at the collection with a
@@ -726,7 +726,7 @@ static void on_command_started(const mongoc_apm_command_started_t *event) {
   bson_free(json);
 }
 
-/* SPEC section 12: the read after a duplicate key uses read concern local
+/* docs/design.md section 12: the read after a duplicate key uses read concern local
  * from the primary whatever the URI says, and on a mongos names the whole
  * shard key. The backend is opened on a URI asking readConcernLevel=
  * majority and its find commands are watched with command monitoring. */
@@ -793,7 +793,7 @@ START_TEST(test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key)
 }
 END_TEST
 
-/* SPEC section 12: a collection dropped while the store runs is set up
+/* docs/design.md section 12: a collection dropped while the store runs is set up
  * again, format record included, on the next call that finds it gone (a
  * get, or an abandon or release that matched nothing, reads the format
  * record with the key in the same find). On a mongos the format record
@@ -1022,7 +1022,7 @@ START_TEST(test_mongos_collection_sharded_on_another_key_is_refused) {
 }
 END_TEST
 
-/* SPEC section 12: shardCollection of a collection that already holds
+/* docs/design.md section 12: shardCollection of a collection that already holds
  * documents needs the shard key's index first (InvalidOptions, 72); the
  * format record alone makes a collection non-empty (a replica set put
  * behind a mongos later). The store makes the index, then shards. */
@@ -1072,7 +1072,7 @@ static void users_mongos_start(users_mongos_t *u) {
            "mongodb://app:pw@127.0.0.1:%d/resv?authSource=admin", u->emu.port);
 }
 
-/* SPEC section 12: a user with readWrite on the store's database alone can
+/* docs/design.md section 12: a user with readWrite on the store's database alone can
  * run everything but the sharding of a new collection: with sharding off
  * nothing reads config.collections; with sharding auto a new collection
  * is refused with what is missing, before anything is created, and once

@@ -1,7 +1,7 @@
 /* test_race.c: many threads reserving the same free key at the same
  * instant get exactly one `reserved` and the rest `conflict` naming the
  * winner, on the memory store and on MongoDB (where the losers go through
- * the duplicate-key path of SPEC section 5). */
+ * the duplicate-key path of docs/design.md section 5). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* test_rules.c: SPEC section 5, one test per rule, on the memory store, on
+/* test_rules.c: docs/design.md section 5, one test per rule, on the memory store, on
  * MongoDB and on the file store with sync process and disk (the same test
  * bodies; only the store they open differs). The store's clock is frozen,
  * so every expiry is exact. */

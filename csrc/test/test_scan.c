@@ -1,4 +1,4 @@
-/* test_scan.c: resv_type_scan (SPEC section 13: the `resv` command's ls
+/* test_scan.c: resv_type_scan (docs/design.md section 13: the `resv` command's ls
  * and check stand on it), on the file store and on MongoDB (the emulator
  * or MONGODB_URI).
  *

@@ -1,4 +1,4 @@
-/* test_stats.c: resv_store_stats (SPEC section 13).
+/* test_stats.c: resv_store_stats (docs/design.md section 13).
  *
  * Each call is counted once, by op and status or by op and error code,
  * with its latency in a cumulative histogram whose +Inf bucket counts

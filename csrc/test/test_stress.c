@@ -5,7 +5,7 @@
  * its own attempts. They call reserve/confirm/abandon/release/get at
  * random while a clock thread moves the store's frozen clock forward in
  * jumps (expiry happens all the time). After every answer the thread
- * checks it against a ledger of what earlier answers proved (SPEC 5):
+ * checks it against a ledger of what earlier answers proved (docs/design.md 5):
  *
  *   - one owner: an answer that gives owner o the key (reserved,
  *     confirmed) while the ledger holds a live claim of another owner

@@ -1,4 +1,4 @@
-/* test_sweep.c: reclaiming and sweep (SPEC sections 5 "sweep" and 6).
+/* test_sweep.c: reclaiming and sweep (docs/design.md sections 5 "sweep" and 6).
  *
  * The memory store reclaims on its own: a churn of distinct keys with a
  * short ttl and a clock moving on keeps its live entries and bytes

@@ -1,6 +1,6 @@
-/* test_validate.c: SPEC section 8's `invalid`: every bad argument is
+/* test_validate.c: docs/design.md section 8's `invalid`: every bad argument is
  * refused with a message naming it, and nothing is written. Also the
- * collection-name rules of SPEC section 3 and the open options. */
+ * collection-name rules of docs/design.md section 3 and the open options. */
 #include <string.h>
 
 #include "tests.h"

@@ -85,7 +85,7 @@ void test_get(resv_type_t *t, const char *key, resv_answer_t *a);
 bool test_holds_are(const resv_answer_t *a, size_t n, const char *const *attempts);
 bool test_str_is(resv_str_t s, const char *want);
 
-/* The differential tests' view of SPEC section 5: past the grace, an
+/* The differential tests' view of docs/design.md section 5: past the grace, an
  * expired reservation and none are the same. Releases k's reservation
  * when it is pending and expired at or before limit (the latest clock
  * of the run minus the grace: what a store may have reclaimed by now),

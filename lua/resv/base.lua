@@ -1,10 +1,10 @@
 -- resv.base: what the Lua modules of resv share.
 --
 -- One place for the error buffer every call fills, the "<code>: <message>"
--- strings of SPEC section 8, argument checks, job addresses, and the
+-- strings of docs/design.md section 8, argument checks, job addresses, and the
 -- conversion of C's int64 values to Lua: a number when it is exact (up to
 -- 2^53), otherwise the int64_t cdata itself, so nothing is ever rounded
--- (SPEC section 9).
+-- (docs/design.md section 9).
 local ffi = require "ffi"
 local C = require "resv.ffi"
 

@@ -1,4 +1,4 @@
--- resv.cli: the `resv` command (bin/resv; SPEC section 13), what an
+-- resv.cli: the `resv` command (bin/resv; docs/design.md section 13), what an
 -- operator needs on a store named by --uri (MongoDB) or --path (the file
 -- store): look at a key, release a stuck one, and the other subcommands
 -- that `resv --help` lists. main runs a command line; the rest is in

@@ -1,4 +1,4 @@
--- resv.cqueues: resv in a cqueues controller (SPEC section 14).
+-- resv.cqueues: resv in a cqueues controller (docs/design.md section 14).
 --
 --   local cqueues = require "cqueues"
 --   local cq = cqueues.new()

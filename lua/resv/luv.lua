@@ -1,4 +1,4 @@
--- resv.luv: resv in a libuv loop (luv, Neovim's vim.loop; SPEC section 14).
+-- resv.luv: resv in a libuv loop (luv, Neovim's vim.loop; docs/design.md section 14).
 --
 --   local uv = require "luv"
 --   local watcher = require("resv.luv").start(uv)

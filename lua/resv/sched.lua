@@ -28,7 +28,7 @@
 -- The inbox is made on first use, never when the module loads: nginx loads
 -- modules in the master process, and the inbox's eventfd must belong to the
 -- worker that uses it. The coroutines, the inbox and its answers belong to
--- the process that made them (SPEC section 9): in a child forked after,
+-- the process that made them (docs/design.md section 9): in a child forked after,
 -- the first call into this module finds the fork generation changed and
 -- starts afresh, leaving the parent's objects alone (the C side leaves a
 -- parent's inbox and jobs untouched in a child).

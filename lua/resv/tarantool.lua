@@ -1,5 +1,5 @@
 -- resv.tarantool: waiting for a job inside Tarantool without blocking its
--- event loop (SPEC section 14).
+-- event loop (docs/design.md section 14).
 --
 -- In Tarantool every piece of Lua runs in a fiber, and a blocking C call
 -- stalls all of them. So a call that must wait submits its job to an inbox

@@ -5,7 +5,7 @@
 -- locals, checks them, and hands them to C as arguments of the FFI call:
 -- LuaJIT keeps a call's arguments alive for the call, and resv_submit_args
 -- copies them before it returns. No pointer into a Lua string is ever kept
--- in a struct field, where the collector would not see it (SPEC section 9:
+-- in a struct field, where the collector would not see it (docs/design.md section 9:
 -- temporaries and __index-computed fields are fine).
 --
 -- The call then waits for its answer in the way the caller's context
@@ -168,7 +168,7 @@ local function fill(t, status, owner, state, expires_at, holds, version, count)
   return t
 end
 
--- Converts a resv_answer_t to the table of SPEC section 9, or into the
+-- Converts a resv_answer_t to the table of docs/design.md section 9, or into the
 -- caller's table `into`. A reserve or confirm passes its own owner (ot,
 -- oid) and attempt: a `reserved` or `confirmed` answer is always that
 -- owner's, and a reservation held by one attempt is held by this one, so

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The `resv` command (bin/resv, SPEC section 13) run as an operator would.
+"""The `resv` command (bin/resv, docs/design.md section 13) run as an operator would.
 
 Every subcommand runs against a file store (a fresh directory) and against
 MongoDB (RESV_TEST_URI: the emulator that scripts/with-mongo starts, or a

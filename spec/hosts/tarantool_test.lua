@@ -1,4 +1,4 @@
--- resv in the real Tarantool (SPEC section 14): a call in any fiber yields
+-- resv in the real Tarantool (docs/design.md section 14): a call in any fiber yields
 -- that fiber and resumes it, as itself, with the answer; the event loop
 -- keeps running meanwhile. Run from the repository root against a MongoDB
 -- (the emulator: scripts/with-mongo sets RESV_TEST_URI):

@@ -115,7 +115,7 @@ class MemoryStore(unittest.TestCase):
 
 
 class FileStore(unittest.TestCase):
-    """Four workers on one file store (SPEC section 6): the make demo set-up."""
+    """Four workers on one file store (docs/design.md section 6): the make demo set-up."""
 
     def setUp(self):
         import tempfile
@@ -535,7 +535,7 @@ class StoreDown(unittest.TestCase):
 
 
     def test_a_store_opened_while_the_server_was_down_serves_once_it_is_up(self):
-        # Opening never waits on the network (SPEC section 7): the worker
+        # Opening never waits on the network (docs/design.md section 7): the worker
         # starts, answers 503 while nothing listens, and 201 as soon as the
         # server is there, with no reload: the example (which opens its
         # store in init_worker, as the README's snippet does) and a store

@@ -157,7 +157,7 @@ command("sweep", {
   takes = { ["grace-ms"] = true },
   help = [[
 Deletes TYPE's pending reservations whose expiry is at least the grace in
-the past (SPEC section 5), never a confirmed or a live one; answers swept
+the past (docs/design.md section 5), never a confirmed or a live one; answers swept
 with their count. Without TYPE: every type of the store, a line each.
 On MongoDB expired reservations stay until swept.]],
   store_options = function(opts)
@@ -349,7 +349,7 @@ command("check", {
   summary = "check the format record and every document of a type",
   help = [[
 Reads TYPE's format record and every document (the file store: every
-record) and checks each against the layout of SPEC section 3 with the
+record) and checks each against the layout of docs/design.md section 3 with the
 store's own decoder. Lists each one that is not a format-1 reservation,
 with its _id and why; changes nothing. Ends with a summary line. Exit
 code 0 when everything conforms, 3 when something does not. Without
