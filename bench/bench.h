@@ -9,10 +9,12 @@
 
 #include "resv.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Wall-clock nanoseconds on the monotonic clock. */
 static inline int64_t bench_wall_ns(void) {
@@ -35,6 +37,33 @@ static inline int64_t bench_thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A new directory under $TMPDIR (default /tmp), its name into dir (a
+ * file store's, for the benchmarks of the file store). Exits when it
+ * cannot be made. */
+static inline void bench_fresh_dir(char *dir, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, size, "%s/resv-bench-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    exit(1);
+  }
+}
+
+/* Removes dir and every file in it (a file store's data.mdb, lock.mdb,
+ * resv.state and resv.gate). */
+static inline void bench_remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  char file[600];
+  while (d && (de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(file, sizeof file, "%s/%s", dir, de->d_name);
+    unlink(file);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
 }
 
 /* The MongoDB URI scripts/with-mongo hands us, or NULL. */

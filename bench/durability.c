@@ -24,27 +24,8 @@
 
 static char dir[256];
 
-static void fresh_dir(void) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/resv-bench-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    exit(1);
-  }
-}
-
-static void remove_dir(void) {
-  DIR *d = opendir(dir);
-  struct dirent *de;
-  char file[600];
-  while (d && (de = readdir(d))) {
-    if (de->d_name[0] == '.') continue;
-    snprintf(file, sizeof file, "%s/%s", dir, de->d_name);
-    unlink(file);
-  }
-  if (d) closedir(d);
-  rmdir(dir);
-}
+static void fresh_dir(void) { bench_fresh_dir(dir, sizeof dir); }
+static void remove_dir(void) { bench_remove_dir(dir); }
 
 /* ns per pwrite of a 4 KiB page and its fdatasync, for `seconds`. */
 static double page_sync_ns(double seconds) {

@@ -39,27 +39,8 @@
 
 static char dir[256];
 
-static void fresh_dir(void) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/resv-bench-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    exit(1);
-  }
-}
-
-static void remove_dir(void) {
-  char file[300];
-  snprintf(file, sizeof file, "%s/data.mdb", dir);
-  unlink(file);
-  snprintf(file, sizeof file, "%s/lock.mdb", dir);
-  unlink(file);
-  snprintf(file, sizeof file, "%s/resv.state", dir);
-  unlink(file);
-  snprintf(file, sizeof file, "%s/resv.gate", dir);
-  unlink(file);
-  rmdir(dir);
-}
+static void fresh_dir(void) { bench_fresh_dir(dir, sizeof dir); }
+static void remove_dir(void) { bench_remove_dir(dir); }
 
 static resv_store_t *open_store(const char *path, int32_t sync, int threads) {
   resv_options_t o = {.path = path, .sync = sync, .threads = threads,
