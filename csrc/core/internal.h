@@ -245,6 +245,20 @@ bool resv__scan_copy_str(resv_scan_t *scan, resv_str_t *dst, const char *p, size
 void *resv__scan_alloc(resv_scan_t *scan, size_t n);
 /* Appends a zeroed entry to scan, or returns NULL when out of memory. */
 resv_scan_entry_t *resv__scan_push(resv_scan_t *scan);
+/* A reservation as a backend decoded it (a file store's record, a
+ * MongoDB document), its strings pointing into the backend's bytes. */
+typedef struct resv__scan_doc {
+  const resv_key_t *key;
+  const resv_owner_t *owner;
+  int32_t state; /* RESV_STATE_PENDING or RESV_STATE_CONFIRMED */
+  int64_t expires_at, version;
+  const resv_str_t *holds;
+  size_t nholds;
+} resv__scan_doc_t;
+/* Fills e from d, its strings copied into scan, its status judged at now
+ * (pending or expired, or confirmed). False when out of memory. */
+bool resv__scan_fill(resv_scan_t *scan, resv_scan_entry_t *e, const resv__scan_doc_t *d,
+                     int64_t now);
 /* Sets scan->next to a copy of p[0..n); false when out of memory. */
 bool resv__scan_set_next(resv_scan_t *scan, const char *p, size_t n);
 /* Adds the collection name[0..len) to names when it names a type

@@ -63,6 +63,31 @@ bool resv__scan_copy_str(resv_scan_t *scan, resv_str_t *dst, const char *p, size
   return true;
 }
 
+bool resv__scan_fill(resv_scan_t *scan, resv_scan_entry_t *e, const resv__scan_doc_t *d,
+                     int64_t now) {
+  bool ok = resv__scan_copy_str(scan, &e->tenant, d->key->tenant.ptr, d->key->tenant.len) &&
+            resv__scan_copy_str(scan, &e->ns, d->key->ns.ptr, d->key->ns.len) &&
+            resv__scan_copy_str(scan, &e->key, d->key->key.ptr, d->key->key.len) &&
+            resv__scan_copy_str(scan, &e->owner_tenant, d->owner->tenant.ptr,
+                                d->owner->tenant.len) &&
+            resv__scan_copy_str(scan, &e->owner_id, d->owner->id.ptr, d->owner->id.len);
+  e->state = d->state;
+  if (ok && d->state == RESV_STATE_PENDING) {
+    e->status = d->expires_at > now ? RESV_PENDING : RESV_EXPIRED;
+    e->expires_at = d->expires_at;
+    resv_str_t *holds = d->nholds ? resv__scan_alloc(scan, d->nholds * sizeof *holds) : NULL;
+    if (d->nholds && !holds) ok = false;
+    for (size_t i = 0; ok && i < d->nholds; i++)
+      ok = resv__scan_copy_str(scan, &holds[i], d->holds[i].ptr, d->holds[i].len);
+    e->holds = holds;
+    e->nholds = ok ? d->nholds : 0;
+  } else {
+    e->status = RESV_CONFIRMED;
+    e->version = d->version;
+  }
+  return ok;
+}
+
 resv_scan_entry_t *resv__scan_push(resv_scan_t *scan) {
   storage_t *s = storage_of(scan);
   if (!s) return NULL;

@@ -202,25 +202,9 @@ bool resv__scan_add_document(resv_scan_t *scan, const uint8_t *doc, size_t len,
   resv_error_t why;
   bool bson_ok = bson_init_static(&b, doc, len);
   if (bson_ok && resv__mongo_decode(&b, &d, &why)) {
-    bool ok = resv__scan_copy_str(scan, &e->tenant, d.key.tenant.ptr, d.key.tenant.len) &&
-              resv__scan_copy_str(scan, &e->ns, d.key.ns.ptr, d.key.ns.len) &&
-              resv__scan_copy_str(scan, &e->key, d.key.key.ptr, d.key.key.len) &&
-              resv__scan_copy_str(scan, &e->owner_tenant, d.owner.tenant.ptr, d.owner.tenant.len) &&
-              resv__scan_copy_str(scan, &e->owner_id, d.owner.id.ptr, d.owner.id.len);
-    e->state = d.state;
-    if (ok && d.state == RESV_STATE_PENDING) {
-      e->status = d.expires_at > now ? RESV_PENDING : RESV_EXPIRED;
-      e->expires_at = d.expires_at;
-      resv_str_t *holds = d.nholds ? resv__scan_alloc(scan, d.nholds * sizeof *holds) : NULL;
-      if (d.nholds && !holds) ok = false;
-      for (size_t i = 0; ok && i < d.nholds; i++)
-        ok = resv__scan_copy_str(scan, &holds[i], d.holds[i].ptr, d.holds[i].len);
-      e->holds = holds;
-      e->nholds = ok ? d.nholds : 0;
-    } else {
-      e->status = RESV_CONFIRMED;
-      e->version = d.version;
-    }
+    resv__scan_doc_t view = {&d.key, &d.owner, d.state, d.expires_at, d.version,
+                             d.holds, d.nholds};
+    bool ok = resv__scan_fill(scan, e, &view, now);
     resv__mongo_doc_free(&d);
     return ok || nomem(err);
   }
