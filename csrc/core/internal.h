@@ -223,16 +223,18 @@ typedef struct resv__backend_ops {
 /* Opens the memory store. */
 void *resv__memory_open(const resv_options_t *options,
                         const resv__backend_ops_t **ops, resv_error_t *err);
-/* Opens the file store (file_store.c). options->path is set, uri is not. */
-void *resv__file_open(const resv_options_t *options,
+/* Opens the file store (file_store.c). options->path is set, uri is not.
+ * Set-up failures are counted into stats (NULL: not counted). */
+void *resv__file_open(const resv_options_t *options, resv__stats_t *stats,
                       const resv__backend_ops_t **ops, resv_error_t *err);
 /* Opens the MongoDB store (mongo_store.c). options->uri is set and every
- * number option has its default. database holds the database option, or
- * "" for the URI's (else "resv"), which is then written into it
- * (database_size bytes). */
-void *resv__mongo_open(const resv_options_t *options, char *database,
-                       size_t database_size, const resv__backend_ops_t **ops,
-                       resv_error_t *err);
+ * number option has its default. Duplicate-key retries and set-up
+ * failures are counted into stats (NULL: not counted). database holds
+ * the database option, or "" for the URI's (else "resv"), which is then
+ * written into it (database_size bytes). */
+void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
+                       char *database, size_t database_size,
+                       const resv__backend_ops_t **ops, resv_error_t *err);
 
 /* ---- Scans (scan.c) ------------------------------------------------ */
 
@@ -293,17 +295,10 @@ struct resv_type {
 /* The entries and bytes of every type of the store (the backend's usage
  * op); false, both -1, for a store without one (MongoDB). */
 bool resv__store_usage(resv_store_t *store, int64_t *entries, int64_t *bytes);
-/* Counts a backend's event (RESV__STAT_*) in the type's store. */
-void resv__type_count(resv_type_t *type, int kind);
-/* The same for a store (NULL is ignored). */
-void resv__store_count(resv_store_t *store, int kind);
 /* Turns the counting of resv_call's inline calls off and on, for the
  * baseline of bench/stats_cost.c (the same store, the same code path but
  * for one predictable branch). Counting is on from open. */
 void resv__store_set_counting(resv_store_t *store, bool on);
-/* Counts a finished job's call (job.c calls it once per submitted call,
- * before the job is marked done). */
-void resv__store_count_job(resv_job_t *job);
 
 /* Stores being torn down by resv_store_close's reaper threads (for
  * tests; the process waits for them at exit). */
@@ -337,7 +332,10 @@ struct resv_job {
   resv_error_t error;
   resv_answer_t answer;
   void *user;             /* for tests' work functions */
-  int64_t started_ns;     /* a submitted call: when; 0: not counted */
+  /* A submitted call: where it is counted when it finishes (NULL: not
+   * counted), and when it started. */
+  resv__stats_t *stats;
+  int64_t started_ns;
   char strings_[];
 };
 

@@ -166,10 +166,10 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   }
   if (o.path && o.path[0]) {
     if (!store->database[0]) strcpy(store->database, "resv");
-    store->backend = resv__file_open(&o, &store->ops, err);
+    store->backend = resv__file_open(&o, store->stats, &store->ops, err);
   } else if (o.uri && o.uri[0]) {
-    store->backend = resv__mongo_open(&o, store->database, sizeof store->database,
-                                      &store->ops, err);
+    store->backend = resv__mongo_open(&o, store->stats, store->database,
+                                      sizeof store->database, &store->ops, err);
   } else {
     if (!store->database[0]) strcpy(store->database, "resv");
     store->backend = resv__memory_open(&o, &store->ops, err);
@@ -750,6 +750,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
   resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
                                   resv__add_ms_sat(resv__monotonic_ms(), timeout_ms), err);
   if (!job) return NULL;
+  job->stats = store->stats;
   job->started_ns = resv__now_ns();
   if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
       !check_open(store, &job->error)) {
@@ -842,24 +843,8 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   return ok;
 }
 
-void resv__store_count_job(resv_job_t *job) {
-  if (!job->type) return;
-  bool ok = job->error.code == RESV_OK;
-  resv__stats_call(job->type->store->stats, job->request.op, ok,
-                   ok ? job->answer.status : job->error.code,
-                   resv__now_ns() - job->started_ns);
-}
-
-void resv__type_count(resv_type_t *type, int kind) {
-  resv__stats_count(type->store->stats, kind);
-}
-
 void resv__store_set_counting(resv_store_t *store, bool on) {
   atomic_store(&store->uncounted, !on);
-}
-
-void resv__store_count(resv_store_t *store, int kind) {
-  if (store) resv__stats_count(store->stats, kind);
 }
 
 bool resv_store_stats(resv_store_t *store, resv_stats_t *out, resv_error_t *err) {

@@ -34,9 +34,9 @@ typedef struct resv__mongo {
   bson_t *conforms; /* resv__mongo_conforms_new, in every write's filter */
   int32_t max_holds; /* the store's option: most holds of a reservation */
   int64_t grace_ms;  /* sweep_grace_ms: what sweep leaves of the expired */
-  /* The store, for its counters (duplicate-key retries): set by the first
-   * type's init; NULL for a backend made by hand (tests, bench/cpu.c). */
-  _Atomic(resv_store_t *) store;
+  /* Where duplicate-key retries and set-up failures are counted; NULL
+   * for a backend made by hand (tests, bench/cpu.c). */
+  resv__stats_t *stats;
   /* Each dispatcher thread's client and last collection handle
    * (mongo_store.c), kept between jobs; the key's destructor gives the
    * client back to the pool when the thread ends. */

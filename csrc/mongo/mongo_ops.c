@@ -588,9 +588,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
       break;
     }
     bson_destroy(&reply);
-    resv__store_count(atomic_load_explicit(&((resv__mongo_t *)m)->store,
-                                           memory_order_acquire),
-                      RESV__STAT_DUPLICATE_RETRY);
+    resv__stats_count(m->stats, RESV__STAT_DUPLICATE_RETRY);
     /* Someone else's document stood in the way. Whose? */
     if (!read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held, &found, NULL,
                   err)) {
