@@ -36,7 +36,7 @@ OPT     ?= -O2 -g
 SAN     ?=
 # The core's folders (CONTRIBUTING.md, "The source tour"): each file includes its neighbours'
 # headers by name.
-CSRC_DIRS := csrc csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
+CSRC_DIRS := csrc csrc/base csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
               $(WARN) $(DEPS_CFLAGS) -DRESV_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
@@ -103,7 +103,7 @@ $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 # resv_version() is the rockspec's version.
-$(O)/obj/core/error.o: $(ROCKSPEC)
+$(O)/obj/base/error.o: $(ROCKSPEC)
 
 $(O)/obj/test/%.o: csrc/test/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -199,8 +199,8 @@ FUZZ_TARGETS := validate decode
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
                 $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%) -DRESV_VERSION='"$(VERSION)"'
-FUZZ_SRC_validate := csrc/core/validate.c csrc/core/error.c
-FUZZ_SRC_decode   := csrc/core/validate.c csrc/core/error.c csrc/mongo/mongo_decode.c csrc/core/answer.c
+FUZZ_SRC_validate := csrc/base/validate.c csrc/base/error.c
+FUZZ_SRC_decode   := csrc/base/validate.c csrc/base/error.c csrc/mongo/mongo_decode.c csrc/base/answer.c
 
 $(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode)
 	@mkdir -p $(dir $@)
