@@ -36,7 +36,7 @@ OPT     ?= -O2 -g
 SAN     ?=
 # The core's folders (CONTRIBUTING.md, "The source tour"): each file includes its neighbours'
 # headers by name.
-CSRC_DIRS := csrc csrc/base csrc/store csrc/dispatch csrc/memory csrc/file csrc/mongo
+CSRC_DIRS := csrc csrc/base csrc/store csrc/dispatch csrc/doc csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
               $(WARN) $(DEPS_CFLAGS) -DRESV_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
@@ -200,7 +200,7 @@ FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefine
                 -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
                 $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%) -DRESV_VERSION='"$(VERSION)"'
 FUZZ_SRC_validate := csrc/base/validate.c csrc/base/error.c
-FUZZ_SRC_decode   := csrc/base/validate.c csrc/base/error.c csrc/mongo/mongo_decode.c csrc/base/answer.c
+FUZZ_SRC_decode   := csrc/base/validate.c csrc/base/error.c csrc/doc/doc_decode.c csrc/base/answer.c
 
 $(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode)
 	@mkdir -p $(dir $@)

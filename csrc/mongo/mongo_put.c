@@ -10,7 +10,7 @@
  * expiry and holds in order, or version) answers RESV_PUT_SAME, anything
  * else RESV_PUT_DIFFERENT. So a copy run twice, or resumed after it was
  * interrupted, writes each reservation once and overwrites nothing. */
-#include "mongo_bson.h"
+#include "doc_bson.h"
 #include "mongo_internal.h"
 
 #include <string.h>
