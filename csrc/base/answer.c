@@ -7,7 +7,7 @@
  * each NUL-terminated for C callers. The block is kept and reused by the
  * next answer written into the same struct, so a caller that reuses one
  * answer allocates only when an answer is larger than any before. */
-#include "internal.h"
+#include "base.h"
 
 #include <stdlib.h>
 #include <string.h>

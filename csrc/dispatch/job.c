@@ -11,7 +11,7 @@
  * caller that sees done == true sees the answer), wakes threads blocked in
  * resv_job_wait, and appends the job to its inbox unless the caller already
  * destroyed it. */
-#include "internal.h"
+#include "dispatch.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* mongo_bson.h: a small BSON writer for the documents mongo_ops.c sends.
+/* doc_bson.h: a small BSON writer for the format-1 documents and for the
+ * commands the MongoDB store sends.
  *
  * A reserve's filter and pipeline are about 90 elements, nested up to nine
  * levels. Built with bson_append_* they cost ~48 000 instructions per call
@@ -15,8 +16,8 @@
  * NUL. Strings are the request's validated strings: UTF-8 without NUL,
  * at most max_string bytes, so every length fits an int32. Out of memory
  * aborts, as bson_append_* and bson_malloc do. */
-#ifndef RESV_MONGO_BSON_H
-#define RESV_MONGO_BSON_H
+#ifndef RESV_DOC_BSON_H
+#define RESV_DOC_BSON_H
 
 #include <bson/bson.h>
 
@@ -160,4 +161,4 @@ static inline void resv__bw_free(resv__bw_t *w) {
     bson_free(w->buf);
 }
 
-#endif /* RESV_MONGO_BSON_H */
+#endif /* RESV_DOC_BSON_H */

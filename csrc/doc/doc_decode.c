@@ -1,4 +1,4 @@
-/* mongo_decode.c: the format-1 document, read and written.
+/* doc_decode.c: the format-1 document, read.
  *
  * Reading: a stored document is checked field by field against docs/design.md
  * section 3, in order: _id {t, n, k}, tenant_id, key, owner {tenant_id, id},
@@ -9,7 +9,7 @@
  * interpret: it answers RESV_EFORMAT, so a collection written by something
  * else can never crash the store or be mistaken for a reservation.
  */
-#include "mongo_internal.h"
+#include "doc.h"
 
 #include <stdlib.h>
 #include <string.h>

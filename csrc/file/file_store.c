@@ -62,6 +62,7 @@
  * share it through a registry counted by reference; a child after fork()
  * never uses its parent's (store.c answers closed, and a store the child
  * opens gets its own environment). */
+#include "file.h"
 #include "file_internal.h"
 #include "file_check.h"
 #include "file_state.h"
