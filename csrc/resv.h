@@ -292,10 +292,16 @@ typedef enum resv_op {
   RESV_OP_GET = 5,
   RESV_OP_SWEEP = 6, /* the type's pending reservations expired past the grace */
   /* Several keys of one type at once (design.md section 5, "Several keys
-   * at once"): request.keys[0 .. nkeys-1], answer.keys[i] for keys[i]. */
-  RESV_OP_RESERVE_ALL = 7, /* all or none: reserved, or conflict holding none */
-  RESV_OP_CONFIRM_ALL = 8, /* each key as confirm would answer it */
-  RESV_OP_ABANDON_ALL = 9  /* each key as abandon would answer it */
+   * at once"): request.keys[0 .. nkeys-1], answer.keys[i] for keys[i].
+   * reserve_all: reserved when every key is now this owner's (each
+   * reserved or confirmed); else conflict, after the abandon of each key
+   * by this attempt (keys[i]: conflict with the holder, or what that
+   * abandon answered). confirm_all: confirmed when every key is, else
+   * conflict. abandon_all: abandoned (keys[i]: abandoned, kept or
+   * absent). */
+  RESV_OP_RESERVE_ALL = 7,
+  RESV_OP_CONFIRM_ALL = 8,
+  RESV_OP_ABANDON_ALL = 9
 } resv_op_t;
 
 /* One call. Which fields count depends on op:
