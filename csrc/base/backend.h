@@ -38,6 +38,8 @@ typedef struct resv__backend_ops {
    * RESV__EWOULDBLOCK and the store hands it to the dispatcher, which
    * waits until the call's deadline. */
   bool hands_off;
+  /* True: execute runs the *_all ops (several keys of one request). */
+  bool several_keys;
   /* Per-type state, made when the store first hands out the type (under
    * the store's type lock) and freed at close. May be NULL. */
   bool (*type_init)(void *backend, resv_type_t *type, resv_error_t *err);

@@ -18,6 +18,8 @@
 /* Every call on a reservation costs O(its holds) (the answer lists them),
  * so their number is bounded. */
 #define RESV__DEFAULT_MAX_HOLDS 100
+#define RESV__DEFAULT_MAX_KEYS 16
+#define RESV__MAX_KEYS 1024
 /* sweep_grace_ms: how long an expired pending reservation stays before
  * reclaiming or a sweep may delete it; at most 2^53 (a Lua number). */
 #define RESV__DEFAULT_GRACE_MS 60000
@@ -100,14 +102,33 @@ bool resv__answer_status(resv_answer_t *answer, int32_t status,
                          resv_error_t *err);
 /* Moves src into dst (freeing dst's storage); src is left zeroed. */
 void resv__answer_move(resv_answer_t *dst, resv_answer_t *src);
+/* Makes answer an answer of n keys with `status`: answer->keys[0 .. n-1]
+ * zeroed but for storage kept from an earlier use, for the caller to fill
+ * with resv__answer_set (through resv__answer_key). */
+bool resv__answer_keys(resv_answer_t *answer, int32_t status, size_t n,
+                       resv_error_t *err);
+/* The writable answer of key i of an answer made by resv__answer_keys. */
+resv_answer_t *resv__answer_key(resv_answer_t *answer, size_t i);
 
 /* ---- Validation (validate.c) ----------------------------------------- */
 
+/* A store's limits on a request. */
+typedef struct resv__limits {
+  size_t max_string; /* longest string, bytes */
+  size_t max_keys;   /* most keys of a *_all op */
+} resv__limits_t;
+
 /* Checks a request's strings and numbers for its op: UTF-8, no NUL,
  * at most max_string bytes, non-empty namespace, key, owner id and
- * attempt, ttl > 0, version >= 0. */
-bool resv__validate_request(const resv_request_t *req, size_t max_string,
+ * attempt, ttl > 0, version >= 0; for the *_all ops 1 to max_keys keys,
+ * no two the same. */
+bool resv__validate_request(const resv_request_t *req, const resv__limits_t *limits,
                             resv_error_t *err);
+/* True for RESV_OP_RESERVE_ALL, CONFIRM_ALL and ABANDON_ALL. */
+bool resv__op_is_all(int32_t op);
+/* The single-key op of a *_all op (RESV_OP_RESERVE for RESERVE_ALL, ...);
+ * any other op itself. */
+int32_t resv__op_single(int32_t op);
 /* Checks an aggregate type's names and builds its collection name into
  * out (NUL-terminated), given the database name for the length rule. */
 bool resv__validate_type(const char *context, size_t context_len,

@@ -22,7 +22,7 @@ struct resv_job {
   struct resv_job *prev;
   resv__work_fn work;    /* runs on a worker thread */
   resv_type_t *type;
-  resv_request_t request; /* strings point into strings_ */
+  resv_request_t request; /* keys and strings point into strings_ */
   int64_t deadline;       /* resv__monotonic_ms clock */
   resv_inbox_t *inbox;    /* NULL or referenced by the job */
   atomic_int refs;        /* the caller's and the dispatcher's */
@@ -39,7 +39,8 @@ struct resv_job {
    * counted), and when it started. */
   resv__stats_t *stats;
   int64_t started_ns;
-  char strings_[];
+  /* The request's keys array (the *_all ops), then its strings. */
+  _Alignas(resv_key_t) char strings_[];
 };
 
 /* Makes a job whose request is a deep copy of request (NULL: no request).

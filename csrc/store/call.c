@@ -15,24 +15,31 @@
 
 #include <string.h>
 
+/* The backend's call of a validated request, at the store's clock. */
+static bool execute(resv_store_t *store, resv_type_t *type, const resv_request_t *req,
+                    int64_t deadline, resv_answer_t *answer, resv_error_t *err) {
+  if (resv__op_is_all(req->op) && !store->ops->several_keys)
+    return resv__fail(err, RESV_EINVALID, "keys: the %s store takes one key a call",
+                      store->ops->name);
+  return store->ops->execute(store->backend, type, req, resv_store_now(store), deadline,
+                             answer, err);
+}
+
 /* Runs a call on the caller's thread; deadline is RESV__DEADLINE_MAY_WAIT
  * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else). */
 static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t deadline,
                        resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
   atomic_fetch_add(&store->active, 1);
-  bool ok = resv__store_check_open(store, err) &&
-            store->ops->execute(store->backend, type, req, resv_store_now(store),
-                                deadline, answer, err);
+  bool ok = resv__store_check_open(store, err) && execute(store, type, req, deadline, answer, err);
   atomic_fetch_sub(&store->active, 1);
   return ok;
 }
 
-/* A worker's part of a job: the backend's call, at the store's clock. */
+/* A worker's part of a job. */
 static void execute_job(resv_job_t *job) {
-  resv_store_t *store = job->type->store;
-  store->ops->execute(store->backend, job->type, &job->request,
-                      resv_store_now(store), job->deadline, &job->answer, &job->error);
+  execute(job->type->store, job->type, &job->request, job->deadline, &job->answer,
+          &job->error);
 }
 
 /* The dispatcher of a store that hands calls off, made on first use; NULL
@@ -60,13 +67,18 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
    * is never used. */
   int64_t timeout_ms = req->timeout_ms > 0 && req->timeout_ms <= RESV__MAX_TIMEOUT_MS
                            ? req->timeout_ms : store->timeout_ms;
-  resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
+  /* Validated before it is copied: a bad request's keys are not read. */
+  resv_error_t invalid = {0};
+  bool valid = validated || resv__validate_request(req, &store->limits, &invalid);
+  resv_request_t copy = *req;
+  if (!valid) copy.keys = NULL, copy.nkeys = 0;
+  resv_job_t *job = resv__job_new(type, &copy, execute_job, inbox,
                                   resv__add_ms_sat(resv__monotonic_ms(), timeout_ms), err);
   if (!job) return NULL;
   job->stats = store->stats;
   job->started_ns = resv__now_ns();
-  if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
-      !resv__store_check_open(store, &job->error)) {
+  if (!valid) job->error = invalid;
+  if (!valid || !resv__store_check_open(store, &job->error)) {
     resv__job_finish(job);
     return job;
   }
@@ -101,7 +113,7 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
     return false;
   }
   int64_t started = resv__now_ns();
-  bool ok = resv__validate_request(req, store->max_string, err) &&
+  bool ok = resv__validate_request(req, &store->limits, err) &&
             run_inline(type, req, store->ops->hands_off ? RESV__DEADLINE_NO_WAIT
                                                         : RESV__DEADLINE_MAY_WAIT, answer, err);
   if (!ok && err->code == RESV__EWOULDBLOCK) {
@@ -118,7 +130,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   resv_store_t *store = type->store;
   resv_error_t local;
   if (!err) err = &local; /* the counters want the code */
-  if (!resv__validate_request(req, store->max_string, err)) {
+  if (!resv__validate_request(req, &store->limits, err)) {
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }

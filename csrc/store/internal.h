@@ -46,7 +46,7 @@ struct resv_store {
   atomic_int active;  /* inline calls in progress */
   _Atomic int64_t clock_ms;
   int64_t timeout_ms;
-  size_t max_string;
+  resv__limits_t limits;
   resv__stats_t *stats; /* the counters of resv_store_stats, given to the
                          * backend and to each submitted job */
   atomic_bool uncounted; /* bench/stats_cost.c's baseline: no counting */

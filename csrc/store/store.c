@@ -44,7 +44,8 @@ static void init_rest(resv_store_t *store, const resv_options_t *o) {
   store->generation = resv__generation_start();
   store->pid = getpid();
   store->timeout_ms = o->timeout_ms;
-  store->max_string = (size_t)o->max_string;
+  store->limits.max_string = (size_t)o->max_string;
+  store->limits.max_keys = (size_t)o->max_keys;
   store->threads = o->threads;
   store->queue = o->queue;
   atomic_init(&store->clock_ms, RESV__SYSTEM_CLOCK);
@@ -59,7 +60,8 @@ static bool check_options(resv_options_t *o, resv_error_t *err) {
       !option_in_range("queue", o->queue, 1 << 24, err) ||
       !option_in_range("timeout_ms", o->timeout_ms, RESV__MAX_TIMEOUT_MS, err) ||
       !option_in_range("max_string", o->max_string, 1 << 20, err) ||
-      !option_in_range("max_holds", o->max_holds, 1 << 20, err))
+      !option_in_range("max_holds", o->max_holds, 1 << 20, err) ||
+      !option_in_range("max_keys", o->max_keys, RESV__MAX_KEYS, err))
     return false;
   if (o->sharding != RESV_SHARDING_AUTO && o->sharding != RESV_SHARDING_OFF)
     return resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
@@ -79,6 +81,7 @@ static bool check_options(resv_options_t *o, resv_error_t *err) {
   if (!o->timeout_ms) o->timeout_ms = RESV__DEFAULT_TIMEOUT_MS;
   if (!o->max_string) o->max_string = RESV__DEFAULT_MAX_STRING;
   if (!o->max_holds) o->max_holds = RESV__DEFAULT_MAX_HOLDS;
+  if (!o->max_keys) o->max_keys = RESV__DEFAULT_MAX_KEYS;
   return true;
 }
 

@@ -95,7 +95,7 @@ static bool validate_entry(const resv_store_t *store, const resv_scan_entry_t *e
     return resv__fail(err, RESV_EINVALID, "entry: state does not match its status");
   resv_request_t r = {.op = RESV_OP_RELEASE, .key = {e->tenant, e->ns, e->key},
                       .owner = {e->owner_tenant, e->owner_id}};
-  if (!resv__validate_request(&r, store->max_string, err)) return false;
+  if (!resv__validate_request(&r, &store->limits, err)) return false;
   if (!pending) {
     if (e->version < 0) return resv__fail(err, RESV_EINVALID, "entry: negative version");
     return true;
@@ -104,7 +104,7 @@ static bool validate_entry(const resv_store_t *store, const resv_scan_entry_t *e
   for (size_t i = 0; i < e->nholds; i++) {
     resv_request_t h = {.op = RESV_OP_ABANDON, .key = r.key, .owner = r.owner,
                         .attempt = e->holds[i]};
-    if (!resv__validate_request(&h, store->max_string, err)) return false;
+    if (!resv__validate_request(&h, &store->limits, err)) return false;
     for (size_t j = 0; j < i; j++)
       if (e->holds[j].len == e->holds[i].len &&
           memcmp(e->holds[j].ptr, e->holds[i].ptr, e->holds[i].len) == 0)
