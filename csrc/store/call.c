@@ -31,7 +31,8 @@ static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t dea
                        resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
   atomic_fetch_add(&store->active, 1);
-  bool ok = resv__store_check_open(store, err) && execute(store, type, req, deadline, answer, err);
+  bool ok = resv__store_check_open(store, err) &&
+            execute(store, type, req, deadline, answer, err);
   atomic_fetch_sub(&store->active, 1);
   return ok;
 }

@@ -23,7 +23,8 @@ static bool run_to_the_end(resv_store_t *store, resv_type_t *type, resv__work_fn
     atomic_fetch_add(&store->active, 1);
     if (resv__store_check_open(store, &job->error)) work(job);
     atomic_fetch_sub(&store->active, 1);
-  } else if (resv__store_check_open(store, &job->error) && resv__pool_submit(store->pool, job, &job->error)) {
+  } else if (resv__store_check_open(store, &job->error) &&
+             resv__pool_submit(store->pool, job, &job->error)) {
     resv_job_wait(job, -1);
   }
   if (!*ok) {
