@@ -516,20 +516,22 @@ def update(request):
             if key is not None:
                 sharding.check_update(key, statement)
             query, change = statement.get('q', {}), statement.get('u', {})
+            filters = updates.array_filters(statement.get('arrayFilters'), change)
             with request.store.lock:
                 if statement.get('multi'):
                     if not isinstance(change, list) and not updates.is_operator_update(change):
                         raise CommandError(9, 'multi update is not supported for '
                                            'replacement-style update')
                     matched, changed = request.store.update_many(
-                        request.database, name, query, change)
+                        request.database, name, query, change, filters)
                     n, modified = n + matched, modified + changed
                     if matched or not statement.get('upsert'):
                         continue
                     # An upsert matching nothing inserts one document, multi
                     # or not (MongoDB's update command).
                 before, after, inserted = request.store.update_one(
-                    request.database, name, query, change, bool(statement.get('upsert')))
+                    request.database, name, query, change, bool(statement.get('upsert')),
+                    filters=filters)
             if inserted:
                 n += 1
                 upserted.append(SON([('index', index), ('_id', after['_id'])]))
@@ -603,6 +605,7 @@ def find_and_modify(request):
     change = command.get('update')
     if remove == (change is not None):
         raise CommandError(9, 'Either an update or remove=true must be specified')
+    filters = None if remove else updates.array_filters(command.get('arrayFilters'), change)
     last_error = SON()
     with request.store.lock:
         if remove:
@@ -613,7 +616,7 @@ def find_and_modify(request):
         else:
             before, after, inserted = request.store.update_one(
                 request.database, name, query, change, bool(command.get('upsert')),
-                command.get('sort'))
+                command.get('sort'), filters)
             value = after if command.get('new') else before
             last_error['n'] = 1 if after is not None else 0
             last_error['updatedExisting'] = before is not None

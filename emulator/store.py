@@ -130,16 +130,16 @@ def sort_documents(docs, sort):
     return docs
 
 
-def updated(doc, update, inserting):
+def updated(doc, update, inserting, filters=None):
     """The document after an update: a pipeline (list), operators or a
-    replacement."""
+    replacement (filters: updates.array_filters()'s table)."""
     if isinstance(update, list):
         try:
             return apply_pipeline(doc, update)
         except OperationFailure as error:  # an expression's own error code
             raise CommandError(error.code or 2, str(error))
     if updates.is_operator_update(update):
-        return updates.apply_operators(doc, update, inserting)
+        return updates.apply_operators(doc, update, inserting, filters)
     return updates.replace(doc, update)
 
 
@@ -205,14 +205,15 @@ class Store:
             return []
         return sort_documents(collection.matching(query), sort)
 
-    def update_one(self, database, name, query, update, upsert, sort=None):
+    def update_one(self, database, name, query, update, upsert, sort=None, filters=None):
         """Update the first match, or upsert. Returns (before, after,
-        upserted): before is None for an upsert, after None for no match."""
+        upserted): before is None for an upsert, after None for no match.
+        filters: updates.array_filters()'s table of the statement."""
         collection = self.collection(database, name, create=upsert)
         matches = sort_documents(collection.matching(query), sort) if collection else []
         if matches:
             before = matches[0]
-            after = updated(copy.deepcopy(before), update, inserting=False)
+            after = updated(copy.deepcopy(before), update, inserting=False, filters=filters)
             collection.replace(before, after)
             return before, after, False
         if not upsert:
@@ -221,17 +222,17 @@ class Store:
         if not isinstance(update, list) and not updates.is_operator_update(update):
             seed = updates.with_id_first(SON([('_id', seed['_id'])] + list(update.items())))
         else:
-            seed = updated(seed, update, inserting=True)
+            seed = updated(seed, update, inserting=True, filters=filters)
         # The filter did not match; if a document has this _id anyway the
         # insert fails with E11000 and, as on the server, is not retried.
         return None, collection.insert(seed), True
 
-    def update_many(self, database, name, query, update):
+    def update_many(self, database, name, query, update, filters=None):
         collection = self.collection(database, name)
         changed = 0
         matches = collection.matching(query) if collection else []
         for before in matches:
-            after = updated(copy.deepcopy(before), update, inserting=False)
+            after = updated(copy.deepcopy(before), update, inserting=False, filters=filters)
             collection.replace(before, after)
             changed += after != before
         return len(matches), changed
