@@ -128,7 +128,7 @@ $(O)/resv_freeze: csrc/test/tools/freeze_committer.c $(O)/libresv.a
 # ---- tests ------------------------------------------------------------
 
 test: deps
-	$(MAKE) test-layout test-c test-crash test-mongos test-emulator test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
+	$(MAKE) test-layout test-c test-crash test-mongos test-emulator test-spectests test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
 # then the C quick start, on memory and on MongoDB.

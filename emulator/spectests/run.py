@@ -6,22 +6,23 @@ emulator, with Debian's pymongo 3.11 as the driver.
 Runs every JSON file under this folder (or those named) against a fresh
 emulator of this process (plain mode; --replset: a three-member set), and
 prints each skipped case with its reason, each failure with what differed,
-and last "spec tests (MODE): N passed, N failed, N skipped". A case the
-emulator is known to fail is listed in KNOWN (file, description: reason):
-it counts as skipped with that reason while it fails, and as a failure once
+a tally of the skips by reason, and last "spec tests (MODE): N passed,
+N failed, N skipped in S s". A case known to fail for a reason outside
+what the store sends is listed in KNOWN (file, description: reason): it
+counts as skipped with that reason while it fails, and as a failure once
 it passes, so the list stays true. Exits non-zero on a failure.
 
 The runner covers the part of the format these files use: client, database
 and collection entities; initialData; the operations the store's commands
-correspond to (insertOne, updateOne/Many, deleteOne/Many, findOneAndUpdate/
-Replace/Delete, find, findOne, aggregate, runCommand) and the testRunner's
-failPoint; expectResult, expectError, expectEvents (command started,
+correspond to (insertOne, insertMany, updateOne/Many, replaceOne,
+deleteOne/Many, bulkWrite, findOneAndUpdate/Replace/Delete, find, findOne),
+aggregate and runCommand, and the testRunner's failPoint and
+createEntities; expectResult, expectError, expectEvents (command started,
 succeeded and failed events) and outcome, with the operators $$exists,
-$$type, $$unsetOrMatches and $$matchesEntity-free matching of the format's
-"Evaluating Matches" rules. Anything else is a skip naming what is missing.
+$$type and $$unsetOrMatches of the format's "Evaluating Matches" rules.
+Anything else is a skip naming what is missing.
 """
 
-import json
 import os
 import sys
 import time
@@ -33,7 +34,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import pymongo  # noqa: E402
 from bson import json_util  # noqa: E402
 from bson.errors import InvalidDocument  # noqa: E402
-from bson.int64 import Int64  # noqa: E402
 from bson.son import SON  # noqa: E402
 from pymongo import monitoring  # noqa: E402
 from pymongo.collection import ReturnDocument  # noqa: E402
@@ -44,6 +44,9 @@ from pymongo.write_concern import WriteConcern  # noqa: E402
 from emulator.commands import MAX_WIRE_VERSION  # noqa: E402,F401
 from emulator.replset import ReplicaSet  # noqa: E402
 from emulator.server import Emulator  # noqa: E402
+from emulator.spectests.known import KNOWN, driver_refusal  # noqa: E402
+from emulator.spectests.matching import (  # noqa: E402
+    _UNSET, Mismatch, Skip, match, match_result)
 
 # A retry after a network error waits for the driver's monitor to find the
 # server again, at most once per MIN_HEARTBEAT_INTERVAL (half a second in
@@ -53,101 +56,10 @@ HEARTBEAT_MS = 100
 
 SERVER_VERSION = (6, 0, 0)  # what the emulator's buildInfo says
 
-# Cases that fail today, each with why: (file, description) -> reason.
-# None is the emulator's fault in a command the store sends.
-PYMONGO_WCE_LABELS = (
-    "pymongo 3.11 looks for a writeConcernError's RetryableWriteError label inside the "
-    "writeConcernError, where 4.4+ servers (and the emulator) put it at the reply's top "
-    "level, so it never retries these; mongoc reads the top level")
-KNOWN = {
-    ('crud/find.json', 'Find with batchSize equal to limit'):
-        'pymongo 3.11 sends batchSize = limit, the specification now asks for limit + 1 '
-        '(a driver\'s choice: the server answers either)',
-    ('read-write-concern/default-write-concern-3.4.json',
-     'Aggregate with $out omits default write concern'):
-        'the emulator has no $out (Location40324, as MongoDB answers an unknown stage); '
-        'the store never sends it',
-    ('read-write-concern/default-write-concern-4.2.json',
-     'Aggregate with $merge omits default write concern'):
-        'the emulator has no $merge (Location40324, as MongoDB answers an unknown stage); '
-        'the store never sends it',
-    ('retryable-writes/deleteOne-errorLabels.json',
-     'DeleteOne succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/findOneAndDelete-errorLabels.json',
-     'FindOneAndDelete succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/findOneAndReplace-errorLabels.json',
-     'FindOneAndReplace succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/findOneAndUpdate-errorLabels.json',
-     'FindOneAndUpdate succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertOne-errorLabels.json',
-     'InsertOne succeeds after WriteConcernError InterruptedAtShutdown'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertOne-errorLabels.json',
-     'InsertOne succeeds after WriteConcernError InterruptedDueToReplStateChange'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertOne-errorLabels.json',
-     'InsertOne succeeds after WriteConcernError PrimarySteppedDown'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertOne-errorLabels.json',
-     'InsertOne succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertOne-errorLabels.json',
-     'InsertOne fails after multiple retryable writeConcernErrors'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertOne-serverErrors.json',
-     'InsertOne succeeds after retryable writeConcernError'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/updateOne-errorLabels.json',
-     'UpdateOne succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/bulkWrite-errorLabels.json',
-     'BulkWrite succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/bulkWrite-serverErrors.json',
-     'BulkWrite succeeds after retryable writeConcernError in first batch'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/insertMany-errorLabels.json',
-     'InsertMany succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-    ('retryable-writes/replaceOne-errorLabels.json',
-     'ReplaceOne succeeds after WriteConcernError ShutdownInProgress'): PYMONGO_WCE_LABELS,
-}
-
-# The emulator's aggregate: the store never sends one.
-NO_OUT_MERGE = ('the emulator has no $out or $merge (Location40324, as MongoDB answers an '
-                'unknown stage); the store never sends aggregate')
-for _file, _cases in (
-        ('crud/aggregate-merge-errorResponse.json',
-         ['aggregate $merge DuplicateKey error is accessible']),
-        ('crud/aggregate-merge.json',
-         ['Aggregate with $merge', 'Aggregate with $merge and batch size of 0',
-          'Aggregate with $merge and majority readConcern',
-          'Aggregate with $merge and local readConcern',
-          'Aggregate with $merge and available readConcern']),
-        ('crud/aggregate-out-readConcern.json',
-         ['readConcern majority with out stage', 'readConcern local with out stage',
-          'readConcern available with out stage']),
-        ('crud/aggregate-out.json',
-         ['Aggregate with $out', 'Aggregate with $out and batch size of 0']),
-        ('retryable-writes/aggregate-out-merge.json',
-         ['aggregate with $out does not set txnNumber',
-          'aggregate with $merge does not set txnNumber'])):
-    for _case in _cases:
-        KNOWN[(_file, _case)] = NO_OUT_MERGE
-KNOWN.update({
-    ('crud/aggregate-collation.json', 'Aggregate with collation'):
-        'the emulator\'s aggregate applies no collation (find, count, update, delete and '
-        'findAndModify do); the store never sends aggregate',
-    ('crud/db-aggregate.json', 'Aggregate with $listLocalSessions'):
-        'the emulator has no aggregate on a database (BadValue 2) and no sessions to list; '
-        'the store never sends it',
-    ('crud/find-comment.json', 'find with comment sets comment on getMore'):
-        'pymongo 3.11 sends a find\'s comment on the find only; 4.1+ repeat it on each '
-        'getMore (MongoDB 4.4+ takes it there)',
-})
-
 # Commands the format says a runner never reports as events.
 UNOBSERVED = {'hello', 'ismaster', 'isMaster', 'saslStart', 'saslContinue', 'authenticate',
               'getnonce', 'configureFailPoint', 'endSessions', 'killCursors', 'buildInfo',
               'buildinfo', 'ping'}
-
-
-class Skip(Exception):
-    pass
-
-
-class Mismatch(Exception):
-    pass
 
 
 class Missing(Exception):
@@ -156,96 +68,6 @@ class Missing(Exception):
 
 class DriverLimit(Exception):
     """pymongo 3.11 refused, on the client, what the case sends to the server."""
-
-
-# Errors pymongo 3.11 raises before sending a command that newer drivers
-# send (the case expects the server's answer): (type name, text) -> why.
-DRIVER_REFUSALS = [
-    ('ConfigurationError', 'hint is unsupported for unacknowledged writes',
-     'pymongo 3.11 refuses hint on an unacknowledged write before sending it'),
-    ('InvalidDocument', "must not start with '$'",
-     'pymongo 3.11 refuses a document key starting with $ before sending it'),
-    ('InvalidDocument', "must not contain '.'",
-     'pymongo 3.11 refuses a document key containing . before sending it'),
-]
-
-
-def driver_refusal(error):
-    for type_name, text, why in DRIVER_REFUSALS:
-        if type(error).__name__ == type_name and text in str(error):
-            return why
-    return None
-
-
-# -- matching (the format's "Evaluating Matches") ------------------------------
-
-TYPES = {'double': float, 'string': str, 'object': dict, 'array': list, 'bool': bool,
-         'null': type(None), 'int': int, 'long': (int, Int64)}
-
-
-def is_number(value):
-    return isinstance(value, (int, float, Int64)) and not isinstance(value, bool)
-
-
-def match(expected, actual, path='', root=True):
-    """Raises Mismatch unless actual matches expected."""
-    if isinstance(expected, dict) and len(expected) == 1:
-        (key, arg), = expected.items()
-        if key == '$$exists':
-            raise Skip('$$exists outside a document at %s' % path)
-        if key == '$$unsetOrMatches':
-            if actual is _UNSET:
-                return
-            return match(arg, actual, path, root)
-        if key == '$$type':
-            names = arg if isinstance(arg, list) else [arg]
-            for name in names:
-                if name not in TYPES:
-                    raise Skip('$$type %r' % name)
-                if name in ('int', 'long') and is_number(actual) and float(actual) == int(actual):
-                    return
-                if isinstance(actual, TYPES[name]) and not (name in ('int', 'long', 'double')
-                                                           and isinstance(actual, bool)):
-                    return
-            raise Mismatch('%s: %r is not of type %r' % (path, actual, arg))
-        if key.startswith('$$'):
-            raise Skip('matching operator %s' % key)
-    if actual is _UNSET:
-        raise Mismatch('%s: missing, expected %r' % (path, expected))
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            raise Mismatch('%s: expected a document %r, got %r' % (path, expected, actual))
-        for key, value in expected.items():
-            if isinstance(value, dict) and list(value) == ['$$exists']:
-                if (key in actual) != bool(value['$$exists']):
-                    raise Mismatch('%s.%s: exists is %s' % (path, key, key in actual))
-                continue
-            match(value, actual.get(key, _UNSET), '%s.%s' % (path, key), False)
-        if not root:
-            extra = set(actual) - set(expected)
-            if extra:
-                raise Mismatch('%s: extra fields %s in %r' % (path, sorted(extra), actual))
-        return
-    if isinstance(expected, list):
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            raise Mismatch('%s: expected %r, got %r' % (path, expected, actual))
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            match(e, a, '%s[%d]' % (path, i), False)
-        return
-    if is_number(expected) and is_number(actual):
-        if float(expected) != float(actual):
-            raise Mismatch('%s: expected %r, got %r' % (path, expected, actual))
-        return
-    if expected != actual or type(expected) is bool and type(actual) is not bool:
-        raise Mismatch('%s: expected %r, got %r' % (path, expected, actual))
-
-
-class _Unset:
-    def __repr__(self):
-        return '<unset>'
-
-
-_UNSET = _Unset()
 
 
 # -- entities and operations ---------------------------------------------------
@@ -276,7 +98,8 @@ class Case:
     """One test of a file: its entities, run on the emulator at uri."""
 
     def __init__(self, uri, topology):
-        self.uri, self.topology, self.entities, self.listeners, self.clients = uri, topology, {}, {}, []
+        self.uri, self.topology = uri, topology
+        self.entities, self.listeners, self.clients = {}, {}, []
 
     def close(self):
         for client in self.clients:
@@ -485,20 +308,6 @@ def run_operation(case, op):
         return obj.command(SON(kwargs['command']))
     raise Skip('operation %s' % name)
 
-
-# Operations whose result is an iterable of documents: each is a root-level
-# document (the format's "Allowing Extra Fields in Root-level Documents").
-ITERABLE_RESULTS = ('find', 'aggregate')
-
-
-def match_result(op, result):
-    expected, path = op['expectResult'], '%s result' % op['name']
-    if op['name'] in ITERABLE_RESULTS and isinstance(expected, list) and \
-            isinstance(result, list) and len(expected) == len(result):
-        for i, (e, a) in enumerate(zip(expected, result)):
-            match(e, a, '%s[%d]' % (path, i))
-        return
-    match(expected, result, path)
 
 
 def check_error(expected, error):
