@@ -103,6 +103,19 @@ class Collection:
         except NotImplementedError as error:
             raise CommandError(2, str(error))
 
+    def applies(self, query, doc, spec=None):
+        """Whether doc matches query, under spec or the default collation."""
+        fold = self._fold if spec is None else collation.folder(collation.full_collation(spec))
+        try:
+            if fold is not None:
+                return filter_applies(collation.fold_query(query or {}, fold),
+                                      collation.fold_value(doc, fold))
+            return filter_applies(query or {}, doc)
+        except OperationFailure as error:
+            raise CommandError(error.code or 2, str(error))
+        except NotImplementedError as error:
+            raise CommandError(2, str(error))
+
     def insert(self, doc):
         """Insert a document (gaining an _id if it has none); raises
         DuplicateKey when its _id is taken."""
@@ -269,7 +282,7 @@ class Store:
                 if self.collection(database, name) is not collection:
                     break  # dropped meanwhile
                 doc = collection.documents.get(id_key(doc['_id']))
-                if doc is None or not filter_applies(query or {}, doc):
+                if doc is None or not collection.applies(query, doc, spec):
                     continue
             collection.remove(doc)
             deleted.append(doc)

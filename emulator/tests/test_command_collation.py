@@ -71,3 +71,13 @@ class CommandCollationTest(EmulatorTest):
     def test_a_collation_needs_a_locale(self):
         with self.assertRaises(pymongo.errors.OperationFailure):
             self.db.command(SON([('find', 'reservations'), ('collation', {'strength': 2})]))
+
+    def test_a_costly_delete_matches_again_under_the_same_collation(self):
+        # With a cost per document the delete yields between documents and
+        # matches each again before deleting it (test_max_time.py): under
+        # the statement's collation, as it matched them the first time.
+        self.client.admin.command(SON([('emulatorControl', 'cost'), ('perDocumentMS', 1)]))
+        self.addCleanup(self.client.admin.command,
+                        SON([('emulatorControl', 'cost'), ('perDocumentMS', 0)]))
+        self.assertEqual(self.coll.delete_many({'x': 'PING'},
+                                               collation=CASE_INSENSITIVE).deleted_count, 2)
