@@ -423,31 +423,38 @@ def requirements_met(requirements, topology):
     return '; '.join(reasons)
 
 
+_INTERNAL = {}
+
+
+def internal_client(uri):
+    """The runner's own client (the format's "internal MongoClient"), one
+    per run, for initialData and outcome."""
+    if uri not in _INTERNAL:
+        _INTERNAL[uri] = pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000,
+                                             document_class=SON,
+                                             heartbeatFrequencyMS=HEARTBEAT_MS)
+    return _INTERNAL[uri]
+
+
 def load_initial_data(uri, data):
-    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000)
-    try:
-        for entry in data or []:
-            db = client.get_database(entry['databaseName'],
-                                     write_concern=WriteConcern(w='majority'))
-            db.drop_collection(entry['collectionName'])
-            if entry['documents']:
-                db[entry['collectionName']].insert_many(entry['documents'])
-            else:
-                db.create_collection(entry['collectionName'])
-    finally:
-        client.close()
+    client = internal_client(uri)
+    for entry in data or []:
+        db = client.get_database(entry['databaseName'],
+                                 write_concern=WriteConcern(w='majority'))
+        db.drop_collection(entry['collectionName'])
+        if entry['documents']:
+            db[entry['collectionName']].insert_many(entry['documents'])
+        else:
+            db.create_collection(entry['collectionName'])
 
 
 def check_outcome(uri, outcome):
-    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000, document_class=SON)
-    try:
-        for entry in outcome:
-            coll = client[entry['databaseName']].get_collection(
-                entry['collectionName'], read_concern=ReadConcern('local'))
-            actual = list(coll.find({}, sort=[('_id', 1)]))
-            match(entry['documents'], actual, 'outcome %s' % entry['collectionName'])
-    finally:
-        client.close()
+    client = internal_client(uri)
+    for entry in outcome:
+        coll = client[entry['databaseName']].get_collection(
+            entry['collectionName'], read_concern=ReadConcern('local'))
+        actual = list(coll.find({}, sort=[('_id', 1)]))
+        match(entry['documents'], actual, 'outcome %s' % entry['collectionName'])
 
 
 def run_case(uri, topology, document, test):
@@ -560,6 +567,8 @@ def main(argv):
         for path in files:
             run_file(path, server.uri, topology, counts, verbose)
     finally:
+        for client in _INTERNAL.values():
+            client.close()
         server.stop()
     mode = 'replica set' if replset else 'plain'
     print('skipped, by reason:')
