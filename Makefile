@@ -36,7 +36,7 @@ OPT     ?= -O2 -g
 SAN     ?=
 # The core's folders (CONTRIBUTING.md, "The source tour"): each file includes its neighbours'
 # headers by name.
-CSRC_DIRS := csrc csrc/core csrc/dispatch csrc/memory csrc/file csrc/mongo
+CSRC_DIRS := csrc csrc/core csrc/rules csrc/dispatch csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
               $(WARN) $(DEPS_CFLAGS) -DRESV_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)

@@ -36,6 +36,7 @@
  * gives back buckets (halving at an eighth full). sweep (RESV_OP_SWEEP)
  * walks every stripe at once, for whoever wants the count. */
 #include "internal.h"
+#include "rules.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,14 +214,6 @@ static bool entry_is(const entry_t *e, uint32_t hash, const resv_key_t *k) {
   return same_str(&s, &k->key);
 }
 
-static bool owned_by(const entry_t *e, const resv_owner_t *o) {
-  resv_str_t s;
-  const unsigned char *p = get_field(owner_at(e), &s);
-  if (!same_str(&s, &o->tenant)) return false;
-  get_field(p, &s);
-  return same_str(&s, &o->id);
-}
-
 /* ---- entries -------------------------------------------------------- */
 
 static int64_t expires_of(const entry_t *e) { return e->confirmed ? 0 : e->when; }
@@ -314,21 +307,6 @@ static size_t find_hold(const entry_t *e, const resv_str_t *attempt, size_t *end
     }
   }
   return 0;
-}
-
-static bool has_hold(const entry_t *e, const resv_str_t *attempt) {
-  size_t end;
-  return find_hold(e, attempt, &end) != 0;
-}
-
-/* Adds attempt to the holds of the entry at *slot unless it is there. */
-static entry_t *add_hold(stripe_t *s, entry_t **slot, const resv_str_t *attempt,
-                         resv_error_t *err) {
-  entry_t *e = *slot;
-  if (has_hold(e, attempt)) return e;
-  if (!(e = make_room(s, slot, field_size(attempt), err))) return NULL;
-  put_hold(e, attempt);
-  return e;
 }
 
 static void pull_hold(entry_t *e, const resv_str_t *attempt) {
@@ -437,7 +415,7 @@ static size_t reclaim_bucket(stripe_t *s, size_t b, int64_t limit, int64_t *low)
   entry_t **slot = &s->buckets[b];
   while (*slot) {
     entry_t *e = *slot;
-    if (!e->confirmed && e->when <= limit) {
+    if (resv__rules_reclaimable(e->confirmed, e->when, limit)) {
       unlink_entry(s, slot);
       n++;
       continue;
@@ -493,110 +471,87 @@ static size_t reclaim_all(stripe_t *s, int64_t limit) {
   return n;
 }
 
-/* ---- answers -------------------------------------------------------- */
+/* ---- operations ------------------------------------------------------ */
 
-/* Holds copied into an answer without a heap array up to this many. */
-#define ANSWER_HOLDS_ON_STACK 16
+/* Holds decoded for a view without a heap array up to this many. */
+#define VIEW_HOLDS_ON_STACK 16
 
-static bool answer_entry(resv_answer_t *a, int32_t status, const entry_t *e,
-                         bool with_holds, resv_error_t *err) {
-  resv_str_t tenant, id;
-  const unsigned char *p = get_field(get_field(owner_at(e), &tenant), &id);
-  resv_str_t on_stack[ANSWER_HOLDS_ON_STACK], *holds = on_stack;
-  size_t nholds = with_holds ? e->nholds : 0;
-  if (nholds > ANSWER_HOLDS_ON_STACK && !(holds = malloc(nholds * sizeof *holds)))
+/* The rules' view of the entry e (NULL: none), its holds decoded into
+ * holds (room for e->nholds). */
+static void view_of(const entry_t *e, resv_str_t *holds, resv__view_t *v) {
+  if (!e) {
+    *v = (resv__view_t){.state = RESV_STATE_NONE};
+    return;
+  }
+  const unsigned char *p = get_field(get_field(owner_at(e), &v->owner.tenant), &v->owner.id);
+  for (uint32_t i = 0; i < e->nholds; i++) p = get_field(p, &holds[i]);
+  v->state = e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING;
+  v->expires_at = expires_of(e);
+  v->version = version_of(e);
+  v->holds = holds;
+  v->nholds = e->nholds;
+}
+
+/* The entry at *slot (NULL: none) rewritten as the decision's record:
+ * the request's owner's, its holds changed as d says. */
+static bool write_record(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
+                         const resv__decision_t *d, resv_error_t *err) {
+  entry_t *e = *slot;
+  bool only = d->holds == RESV__HOLDS_ONLY;
+  if (!e) {
+    if (!(e = new_entry(hash, &r->key, &r->owner, only ? &r->attempt : NULL, err))) return false;
+    link_new(s, slot, e); /* slot is stale from here on, e is not */
+  } else if (d->new_owner || only) {
+    if (!(e = set_owner(s, slot, &r->owner, only ? field_size(&r->attempt) : 0, err)))
+      return false;
+    if (only) put_hold(e, &r->attempt);
+  } else if (d->holds == RESV__HOLDS_ADD) {
+    if (!(e = make_room(s, slot, field_size(&r->attempt), err))) return false;
+    put_hold(e, &r->attempt);
+  } else if (d->holds == RESV__HOLDS_PULL) {
+    pull_hold(e, &r->attempt);
+  } else if (d->holds == RESV__HOLDS_CLEAR) {
+    clear_holds(e);
+  }
+  e->confirmed = d->state == RESV_STATE_CONFIRMED;
+  e->when = e->confirmed ? d->version : d->expires_at;
+  if (!e->confirmed) note_expiry(s, e->when);
+  return true;
+}
+
+static bool apply(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
+                  const resv__decision_t *d, resv_error_t *err) {
+  if (d->write == RESV__WRITE_DELETE) unlink_entry(s, slot);
+  if (d->write != RESV__WRITE_RECORD) return true;
+  return write_record(s, slot, hash, r, d, err);
+}
+
+/* One request on the entry at *slot: the rules decide (rules.c), the
+ * answer is filled from the entry as it is, then the decision written. */
+static bool run(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
+                int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err) {
+  const entry_t *e = *slot;
+  resv_str_t on_stack[VIEW_HOLDS_ON_STACK], *holds = on_stack;
+  if (e && e->nholds > VIEW_HOLDS_ON_STACK && !(holds = malloc(e->nholds * sizeof *holds)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
-  for (size_t i = 0; i < nholds; i++) p = get_field(p, &holds[i]);
-  bool ok = resv__answer_set(a, status,
-                             e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING,
-                             expires_of(e), version_of(e), &tenant, &id,
-                             nholds ? holds : NULL, nholds, err);
+  resv__view_t v;
+  resv__decision_t d;
+  view_of(e, holds, &v);
+  bool ok = resv__rules_decide(&v, r, now, max_holds, &d, err) &&
+            resv__rules_answer(&v, &d, r, a, err) && apply(s, slot, hash, r, &d, err);
   if (holds != on_stack) free(holds);
   return ok;
 }
 
-/* A reservation another owner holds: confirmed, or pending and live. */
-static bool held_by_other(const entry_t *e, const resv_owner_t *o, int64_t now) {
-  return !owned_by(e, o) && (e->confirmed || e->when > now);
-}
-
-/* ---- operations ------------------------------------------------------ */
-
-static bool do_reserve(stripe_t *s, entry_t **slot, uint32_t hash,
-                       const resv_request_t *r, int64_t now, int32_t max_holds,
+/* A request on a type without a table, where no key has a record: only
+ * a get, an abandon or a release comes here, and none of them writes on
+ * an absent key. */
+static bool run_absent(const resv_request_t *r, int64_t now, int32_t max_holds,
                        resv_answer_t *a, resv_error_t *err) {
-  entry_t *e = *slot;
-  int64_t expires;
-  /* First, as the MongoDB store computes it before its round trip. */
-  if (!resv__expiry(now, r->ttl_ms, &expires, err)) return false;
-  if (e && held_by_other(e, &r->owner, now))
-    return answer_entry(a, RESV_CONFLICT, e, false, err);
-  if (e && e->confirmed) /* ours: kept exactly as it is */
-    return answer_entry(a, RESV_CONFIRMED, e, false, err);
-  if (e && e->when > now) { /* our live pending one: join it */
-    if (e->nholds >= (uint32_t)max_holds && !has_hold(e, &r->attempt))
-      return resv__fail_holds_full(err, max_holds);
-    if (!(e = add_hold(s, slot, &r->attempt, err))) return false;
-    if (expires > e->when) e->when = expires; /* later: no bound moves */
-    return answer_entry(a, RESV_RESERVED, e, true, err);
-  }
-  /* A new key, or an expired pending reservation of anyone: start afresh. */
-  if (!e) {
-    if (!(e = new_entry(hash, &r->key, &r->owner, &r->attempt, err))) return false;
-    link_new(s, slot, e);
-  } else {
-    if (!(e = set_owner(s, slot, &r->owner, field_size(&r->attempt), err))) return false;
-    put_hold(e, &r->attempt);
-  }
-  e->confirmed = false;
-  e->when = expires;
-  note_expiry(s, expires);
-  return answer_entry(a, RESV_RESERVED, e, true, err);
-}
-
-static bool do_confirm(stripe_t *s, entry_t **slot, uint32_t hash,
-                       const resv_request_t *r, int64_t now,
-                       resv_answer_t *a, resv_error_t *err) {
-  entry_t *e = *slot;
-  if (e && held_by_other(e, &r->owner, now))
-    return answer_entry(a, RESV_CONFLICT, e, false, err);
-  int64_t version = r->version;
-  if (e && e->confirmed && e->when > version) version = e->when;
-  if (!e) {
-    if (!(e = new_entry(hash, &r->key, &r->owner, NULL, err))) return false;
-    link_new(s, slot, e);
-  } else if (!owned_by(e, &r->owner)) {
-    if (!(e = set_owner(s, slot, &r->owner, 0, err))) return false;
-  } else {
-    clear_holds(e);
-  }
-  e->confirmed = true;
-  e->when = version;
-  return answer_entry(a, RESV_CONFIRMED, e, false, err);
-}
-
-static bool do_abandon(stripe_t *s, entry_t **slot, const resv_request_t *r,
-                       resv_answer_t *a, resv_error_t *err) {
-  entry_t *e = *slot;
-  if (!e || !owned_by(e, &r->owner)) return resv__answer_status(a, RESV_ABSENT, err);
-  pull_hold(e, &r->attempt);
-  if (e->confirmed || e->nholds > 0) return resv__answer_status(a, RESV_KEPT, err);
-  unlink_entry(s, slot);
-  return resv__answer_status(a, RESV_ABANDONED, err);
-}
-
-static bool do_release(stripe_t *s, entry_t **slot, const resv_request_t *r,
-                       resv_answer_t *a, resv_error_t *err) {
-  if (!*slot || !owned_by(*slot, &r->owner)) return resv__answer_status(a, RESV_ABSENT, err);
-  unlink_entry(s, slot);
-  return resv__answer_status(a, RESV_RELEASED, err);
-}
-
-static bool do_get(const entry_t *e, int64_t now, resv_answer_t *a, resv_error_t *err) {
-  if (!e) return resv__answer_status(a, RESV_ABSENT, err);
-  int32_t status = e->confirmed ? RESV_CONFIRMED
-                   : e->when > now ? RESV_PENDING : RESV_EXPIRED;
-  return answer_entry(a, status, e, !e->confirmed, err);
+  resv__view_t v = {.state = RESV_STATE_NONE};
+  resv__decision_t d;
+  return resv__rules_decide(&v, r, now, max_holds, &d, err) &&
+         resv__rules_answer(&v, &d, r, a, err);
 }
 
 static table_t *table_new(void) {
@@ -665,19 +620,16 @@ static bool memory_execute(void *backend, resv_type_t *type,
                            const resv_request_t *r, int64_t now,
                            int64_t deadline, resv_answer_t *a, resv_error_t *err) {
   const memory_t *m = backend;
-  int64_t limit = resv__add_ms_sat(now, -m->grace_ms);
+  int64_t limit = resv__rules_sweep_limit(now, m->grace_ms);
   bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
   table_t *t = type_table(type->backend_state, writes, err);
   if (r->op == RESV_OP_SWEEP) return do_sweep(t, limit, a, err);
   if (!t && writes) return false;
-  if (!t) { /* nothing was ever written: every key is absent */
-    if (r->op == RESV_OP_ABANDON || r->op == RESV_OP_RELEASE || r->op == RESV_OP_GET)
-      return resv__answer_status(a, RESV_ABSENT, err);
-    return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
-  }
+  if (!t) /* nothing was ever written: every key is absent */
+    return run_absent(r, now, m->max_holds, a, err);
   uint32_t hash = hash_key(&r->key);
   stripe_t *s = &t->stripes[hash & (STRIPES - 1)];
-  bool ok = false;
+  bool ok;
   entry_t *none = NULL;
   pthread_mutex_lock(&s->mutex);
   entry_t **slot = find_slot(s, hash, &r->key, writes, &none);
@@ -685,16 +637,7 @@ static bool memory_execute(void *backend, resv_type_t *type,
     pthread_mutex_unlock(&s->mutex);
     return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
   }
-  switch (r->op) {
-  case RESV_OP_RESERVE:
-    ok = do_reserve(s, slot, hash, r, now, m->max_holds, a, err);
-    break;
-  case RESV_OP_CONFIRM: ok = do_confirm(s, slot, hash, r, now, a, err); break;
-  case RESV_OP_ABANDON: ok = do_abandon(s, slot, r, a, err); break;
-  case RESV_OP_RELEASE: ok = do_release(s, slot, r, a, err); break;
-  case RESV_OP_GET: ok = do_get(*slot, now, a, err); break;
-  default: ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
-  }
+  ok = run(s, slot, hash, r, now, m->max_holds, a, err);
   /* After the call (its slot may be reclaimed or moved by the step). */
   reclaim_step(s, limit);
   pthread_mutex_unlock(&s->mutex);
