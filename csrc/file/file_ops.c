@@ -534,9 +534,9 @@ int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
     bool listed;
     if ((rc = resv__file_type_listed(txn, collection, true, &listed))) return rc;
     if (listed) {
-      *ok = resv__fail(err, RESV_EFORMAT,
-                       "database %s has no format record but the store lists it: "
-                       "the file is damaged; nothing was written", collection);
+      *ok = resv__fail_format(err, collection,
+                              "the type has no format record but the store lists it: "
+                              "the file is damaged");
       return 0;
     }
     resv__file_buf_t w;
@@ -554,11 +554,8 @@ int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
   int32_t format;
   const char *why;
   if (!resv__file_format_decode(&key, &val, &format, &why))
-    *ok = resv__fail(err, RESV_EFORMAT, "database %s: %s; nothing was written",
-                     collection, why);
+    *ok = resv__fail_format(err, collection, why);
   else if (format != 1)
-    *ok = resv__fail(err, RESV_EFORMAT,
-                     "database %s holds format %d, this store writes format 1; "
-                     "nothing was written", collection, (int)format);
+    *ok = resv__fail_format_number(err, collection, true, format);
   return 0;
 }
