@@ -354,10 +354,92 @@ static int decide(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r
   return put_decided(txn, dbi, f, &v, &d, r, err, ok);
 }
 
+/* ---- several keys ------------------------------------------------------ */
+
+/* Key i of a *_all request r as a request of its own (for the writes). */
+static resv_request_t key_request(const resv_request_t *r, size_t i) {
+  resv_request_t one = *r;
+  one.key = r->keys[i];
+  return one;
+}
+
+/* Looks up every key of r into f[0 .. *found), their views into v; stops
+ * at the first error or damage. */
+static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
+                      const resv_request_t *r, found_t *f, resv__view_t *v, size_t *found,
+                      resv_error_t *err, bool *ok) {
+  int rc = 0;
+  *ok = true;
+  for (*found = 0; rc == 0 && *ok && *found < r->nkeys; ++*found) {
+    f[*found].peek = true;
+    rc = lookup(txn, read_only, ft, &r->keys[*found], &f[*found], err, ok);
+    if (rc || !*ok) break;
+    view_of(&f[*found], &v[*found]);
+  }
+  return rc;
+}
+
+/* Writes each key's decision on its record looked up anew: a write to one
+ * key may move the pages, or change the link, of another's record. */
+static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
+                     const resv__decision_t *d, resv_error_t *err, bool *ok) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && *ok && i < r->nkeys; i++) {
+    if (d[i].write == RESV__WRITE_NOTHING) continue;
+    resv_request_t one = key_request(r, i);
+    found_t f = {.peek = false};
+    resv__view_t v;
+    if ((rc = lookup(txn, false, ft, &one.key, &f, err, ok)) || !*ok) break;
+    view_of(&f, &v);
+    if (d[i].write == RESV__WRITE_DELETE)
+      rc = del(txn, ft->dbi, &f);
+    else
+      rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
+    if (f.present) resv__file_rec_free(&f.rec);
+  }
+  return rc;
+}
+
+/* A reserve_all, confirm_all or abandon_all in txn: every key decided by
+ * the rules (rules.c) on the records as the call found them and answered,
+ * then the writes, all in the one transaction. write_needed not NULL: decide
+ * only, and say whether any key would write. */
+static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
+                     int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err,
+                     bool *ok, bool *write_needed) {
+  size_t n = r->nkeys, found = 0;
+  found_t *f = malloc(n * sizeof *f);
+  resv__view_t *v = malloc(n * sizeof *v);
+  resv__decision_t *d = malloc(n * sizeof *d);
+  int32_t status;
+  int rc = 0;
+  if (!f || !v || !d) {
+    *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+    goto done;
+  }
+  rc = lookup_all(txn, write_needed != NULL, ft, r, f, v, &found, err, ok);
+  if (rc || !*ok) goto done;
+  *ok = resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
+        resv__rules_answer_all(v, d, status, r, a, err);
+  for (size_t i = 0; *ok && write_needed && i < n; i++)
+    *write_needed = *write_needed || d[i].write != RESV__WRITE_NOTHING;
+  if (*ok && !write_needed) rc = write_all(txn, ft, r, d, err, ok);
+done:
+  for (size_t i = 0; i < found; i++)
+    if (f[i].present) resv__file_rec_free(&f[i].rec);
+  free(d);
+  free(v);
+  free(f);
+  return rc;
+}
+
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
                      const resv_request_t *r, int64_t now, int32_t max_holds,
                      resv_answer_t *a, resv_error_t *err, bool *ok,
                      bool *write_needed) {
+  if (write_needed) *write_needed = false;
+  if (resv__op_is_all(r->op))
+    return apply_all(txn, ft, r, now, max_holds, a, err, ok, write_needed);
   found_t f;
   f.peek = write_needed != NULL;
   f.write_needed = false;

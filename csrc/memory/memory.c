@@ -554,6 +554,102 @@ static bool run_absent(const resv_request_t *r, int64_t now, int32_t max_holds,
          resv__rules_answer(&v, &d, r, a, err);
 }
 
+/* ---- several keys ---------------------------------------------------- */
+
+/* Locks the stripes of set (bit i: stripe i) in stripe order, the one
+ * order every call of several keys takes, so two of them never wait on
+ * each other's stripes in a circle; a call of one key holds one stripe. */
+static void lock_stripes(table_t *t, uint64_t set) {
+  for (size_t i = 0; i < STRIPES; i++)
+    if (set >> i & 1) pthread_mutex_lock(&t->stripes[i].mutex);
+}
+
+/* Reclaims a step in each stripe of set, then unlocks them. */
+static void unlock_stripes(table_t *t, uint64_t set, int64_t limit) {
+  for (size_t i = STRIPES; i-- > 0;)
+    if (set >> i & 1) {
+      reclaim_step(&t->stripes[i], limit);
+      pthread_mutex_unlock(&t->stripes[i].mutex);
+    }
+}
+
+/* The entry of key k (NULL: none) in t (NULL: no table), its stripe
+ * locked; false without memory. */
+static bool entry_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes,
+                     entry_t **e, resv_error_t *err) {
+  entry_t *none = NULL, **slot;
+  *e = NULL;
+  if (!t) return true;
+  if (!(slot = find_slot(&t->stripes[hash & (STRIPES - 1)], hash, k, writes, &none)))
+    return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+  *e = *slot;
+  return true;
+}
+
+/* The views of r's keys into v, their holds decoded into *holds (one
+ * array, the caller's to free). */
+static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, bool writes,
+                     resv__view_t *v, resv_str_t **holds, resv_error_t *err) {
+  size_t total = 0, at = 0;
+  entry_t *e;
+  for (size_t i = 0; i < r->nkeys; i++) {
+    if (!entry_of(t, hash[i], &r->keys[i], writes, &e, err)) return false;
+    total += e ? e->nholds : 0;
+  }
+  if (total && !(*holds = malloc(total * sizeof **holds)))
+    return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
+  for (size_t i = 0; i < r->nkeys; i++) {
+    entry_of(t, hash[i], &r->keys[i], false, &e, err);
+    view_of(e, *holds ? *holds + at : NULL, &v[i]);
+    at += e ? e->nholds : 0;
+  }
+  return true;
+}
+
+/* Writes each key's decision, finding its slot anew: a write to one key
+ * may move the chains of a stripe another key shares. */
+static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
+                      const resv__decision_t *d, resv_error_t *err) {
+  for (size_t i = 0; i < r->nkeys; i++) {
+    if (d[i].write == RESV__WRITE_NOTHING) continue;
+    resv_request_t one = *r;
+    one.key = r->keys[i];
+    stripe_t *s = &t->stripes[hash[i] & (STRIPES - 1)];
+    entry_t *none = NULL, **slot = find_slot(s, hash[i], &one.key, true, &none);
+    if (!slot) return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+    if (!apply(s, slot, hash[i], &one, &d[i], err)) return false;
+  }
+  return true;
+}
+
+/* A reserve_all, confirm_all or abandon_all (t NULL: a type never written,
+ * only for an abandon_all): every key's stripe locked at once, the rules
+ * decide on every key (rules.c), the answers filled, then the writes. */
+static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t max_holds,
+                    int64_t limit, bool writes, resv_answer_t *a, resv_error_t *err) {
+  size_t n = r->nkeys;
+  resv__view_t *v = malloc(n * (sizeof *v + sizeof(resv__decision_t) + sizeof(uint32_t)));
+  if (!v) return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+  resv__decision_t *d = (resv__decision_t *)(v + n);
+  uint32_t *hash = (uint32_t *)(d + n);
+  resv_str_t *holds = NULL;
+  uint64_t set = 0;
+  int32_t status;
+  for (size_t i = 0; i < n; i++) {
+    hash[i] = hash_key(&r->keys[i]);
+    set |= UINT64_C(1) << (hash[i] & (STRIPES - 1));
+  }
+  if (t) lock_stripes(t, set);
+  bool ok = views_of(t, r, hash, writes, v, &holds, err) &&
+            resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
+            resv__rules_answer_all(v, d, status, r, a, err) &&
+            (!t || apply_all(t, r, hash, d, err));
+  if (t) unlock_stripes(t, set, limit);
+  free(holds);
+  free(v);
+  return ok;
+}
+
 static table_t *table_new(void) {
   table_t *t = calloc(1, sizeof *t);
   if (t)
@@ -621,10 +717,12 @@ static bool memory_execute(void *backend, resv_type_t *type,
                            int64_t deadline, resv_answer_t *a, resv_error_t *err) {
   const memory_t *m = backend;
   int64_t limit = resv__rules_sweep_limit(now, m->grace_ms);
-  bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
+  bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM ||
+                r->op == RESV_OP_RESERVE_ALL || r->op == RESV_OP_CONFIRM_ALL;
   table_t *t = type_table(type->backend_state, writes, err);
   if (r->op == RESV_OP_SWEEP) return do_sweep(t, limit, a, err);
   if (!t && writes) return false;
+  if (resv__op_is_all(r->op)) return run_all(t, r, now, m->max_holds, limit, writes, a, err);
   if (!t) /* nothing was ever written: every key is absent */
     return run_absent(r, now, m->max_holds, a, err);
   uint32_t hash = hash_key(&r->key);
@@ -686,6 +784,7 @@ static void memory_destroy(void *backend) { free(backend); }
 static const resv__backend_ops_t memory_ops = {
     .name = "memory",
     .runs_inline = true,
+    .several_keys = true,
     .type_init = memory_type_init,
     .type_free = memory_type_free,
     .execute = memory_execute,

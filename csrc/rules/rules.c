@@ -9,7 +9,10 @@
  * by a reserve; the owner's live pending one is joined; anything else
  * (absent, or pending and expired) starts afresh. An abandon pulls its
  * hold and deletes only a pending reservation of the owner left without
- * holds. Nothing here touches a store: the stores apply the decision to
+ * holds. The *_all ops decide each key as its single-key op does; a
+ * reserve_all that meets another owner on any key takes back, on every
+ * other key, what its reserve did (design.md section 5, "Several keys at
+ * once"). Nothing here touches a store: the stores apply the decision to
  * their own storage. */
 #include "rules.h"
 
@@ -196,4 +199,70 @@ bool resv__rules_answer(const resv__view_t *v, const resv__decision_t *d,
   return resv__answer_set(a, d->status, v->state, pending ? v->expires_at : 0,
                           pending ? 0 : v->version, &v->owner.tenant, &v->owner.id,
                           holds ? v->holds : NULL, holds ? v->nholds : 0, err);
+}
+
+/* ---- several keys ------------------------------------------------------- */
+
+/* Key i of a *_all request as its single-key request. */
+static resv_request_t key_request(const resv_request_t *r, size_t i) {
+  resv_request_t one = *r;
+  one.op = resv__op_single(r->op);
+  one.key = r->keys[i];
+  one.keys = NULL;
+  one.nkeys = 0;
+  return one;
+}
+
+/* A reserve that a reserve_all decided (d: reserved or confirmed), then
+ * the abandon of the same attempt on what it left: the one decision of
+ * both, so that a conflicting reserve_all writes only their sum. */
+static void take_back(const resv__view_t *v, resv__decision_t *d) {
+  if (d->status == RESV_CONFIRMED) { /* the owner's confirmed one: kept */
+    answer_only(d, RESV_KEPT, RESV__SHOWS_STATUS, false);
+    return;
+  }
+  /* The reserve's holds, less the attempt. */
+  size_t left = d->holds == RESV__HOLDS_ONLY ? 0
+                : v->nholds - (d->holds == RESV__HOLDS_KEEP ? 1 : 0);
+  int64_t expires_at = d->expires_at;
+  int32_t holds = d->holds == RESV__HOLDS_KEEP ? RESV__HOLDS_PULL : RESV__HOLDS_KEEP;
+  if (left == 0) {
+    answer_only(d, RESV_ABANDONED, RESV__SHOWS_STATUS, false);
+    d->write = present(v) ? RESV__WRITE_DELETE : RESV__WRITE_NOTHING;
+    return;
+  }
+  answer_only(d, RESV_KEPT, RESV__SHOWS_STATUS, false);
+  d->write = RESV__WRITE_RECORD;
+  d->state = RESV_STATE_PENDING;
+  d->expires_at = expires_at; /* the reserve's later expiry stays */
+  d->holds = holds;
+}
+
+bool resv__rules_decide_all(const resv__view_t *v, const resv_request_t *r, int64_t now,
+                            int32_t max_holds, resv__decision_t *d, int32_t *status,
+                            resv_error_t *err) {
+  bool conflict = false;
+  for (size_t i = 0; i < r->nkeys; i++) {
+    resv_request_t one = key_request(r, i);
+    if (!resv__rules_decide(&v[i], &one, now, max_holds, &d[i], err)) return false;
+    conflict = conflict || d[i].status == RESV_CONFLICT;
+  }
+  switch (r->op) {
+  case RESV_OP_RESERVE_ALL:
+    *status = conflict ? RESV_CONFLICT : RESV_RESERVED;
+    for (size_t i = 0; conflict && i < r->nkeys; i++)
+      if (d[i].status != RESV_CONFLICT) take_back(&v[i], &d[i]);
+    return true;
+  case RESV_OP_CONFIRM_ALL: *status = conflict ? RESV_CONFLICT : RESV_CONFIRMED; return true;
+  case RESV_OP_ABANDON_ALL: *status = RESV_ABANDONED; return true;
+  default: return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
+  }
+}
+
+bool resv__rules_answer_all(const resv__view_t *v, const resv__decision_t *d, int32_t status,
+                            const resv_request_t *r, resv_answer_t *a, resv_error_t *err) {
+  if (!resv__answer_keys(a, status, r->nkeys, err)) return false;
+  for (size_t i = 0; i < r->nkeys; i++)
+    if (!resv__rules_answer(&v[i], &d[i], r, resv__answer_key(a, i), err)) return false;
+  return true;
 }

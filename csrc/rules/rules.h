@@ -83,6 +83,19 @@ size_t resv__rules_holds(const resv__view_t *v, const resv__decision_t *d,
 bool resv__rules_answer(const resv__view_t *v, const resv__decision_t *d,
                         const resv_request_t *r, resv_answer_t *a, resv_error_t *err);
 
+/* Decides a reserve_all, confirm_all or abandon_all r on the views of its
+ * keys (v[i] of r->keys[i]) at now: d[i] is key i's decision, *status the
+ * call's. False with err as resv__rules_decide (an error on any key is the
+ * call's, and nothing is to be written). */
+bool resv__rules_decide_all(const resv__view_t *v, const resv_request_t *r, int64_t now,
+                            int32_t max_holds, resv__decision_t *d, int32_t *status,
+                            resv_error_t *err);
+
+/* Fills a as an answer of r's keys with status, key i's as d[i] says
+ * (before the store writes, as resv__rules_answer). */
+bool resv__rules_answer_all(const resv__view_t *v, const resv__decision_t *d, int32_t status,
+                            const resv_request_t *r, resv_answer_t *a, resv_error_t *err);
+
 /* The latest expiry that reclaiming and a sweep delete at now: pending
  * reservations expired for at least grace_ms. */
 static inline int64_t resv__rules_sweep_limit(int64_t now, int64_t grace_ms) {
