@@ -6,16 +6,15 @@
  * with its first entry). A call hashes its key, locks one stripe, does O(1)
  * work and copies its answer out; no lock is held across anything slow and
  * calls on different keys rarely meet. An entry is one allocation holding
- * its key, owner and holds, so a new key costs one malloc (there were four:
- * entry, owner, holds array, each hold's bytes), and is compact: 106.7
- * bytes a live reservation with its bucket (csrc/test/test_memory.c).
+ * its key, owner and holds, so a new key costs one malloc, and is compact
+ * (csrc/test/test_memory.c bounds its bytes).
  *
- * The rules are docs/design.md section 5 read as the MongoDB store executes them, so
- * both give the same answers for the same calls and clock: a reserve or a
- * confirm matches a reservation only when it is the owner's or pending and
- * expired (expires_at <= now), and otherwise meets it as a conflict; an
- * abandon pulls its hold and deletes only a pending reservation of the
- * owner left without holds.
+ * The rules are not here: a call shows the rules (rules.c, design.md
+ * section 5 as the MongoDB store executes them) a view of its entry, and
+ * writes what they decide into the entry. A call of several keys
+ * (reserve_all, confirm_all, abandon_all) locks the stripes of all its
+ * keys in stripe order, the one order such calls take, so it is atomic
+ * and two of them never wait on each other in a circle.
  *
  * Reclaiming (docs/design.md section 6): a pending reservation expired for at least
  * sweep_grace_ms is deleted on its own, so memory is bounded by what is
@@ -53,9 +52,7 @@
  * each a length (a varint: 1 byte up to 127, at most 3 for max_string's
  * 2^20) and its bytes: the key (tenant, namespace, key), the owner
  * (tenant, id), then each hold. No slack: a join that outgrows the entry
- * reallocs it (and relinks it through its slot). A reservation with a
- * 20-byte key and a 10-byte owner id takes a 96-byte block; it was 160
- * with a 80-byte header of fixed-width lengths and 24 bytes of slack. */
+ * reallocs it (and relinks it through its slot). */
 typedef struct entry {
   struct entry *next;  /* bucket chain */
   int64_t when;        /* pending: expires_at; confirmed: version */
@@ -90,9 +87,8 @@ typedef struct table {
 } table_t;
 
 /* A type's state: its table, made by the first call that writes (a type
- * that is only looked up or read costs this pointer, not the 4 kB of
- * stripes; each stripe's buckets come with its first entry too: an empty
- * type was 13.7 kB). */
+ * that is only looked up or read costs this pointer, not the stripes;
+ * each stripe's buckets come with its first entry too). */
 typedef struct lazy_table {
   _Atomic(table_t *) table;
 } lazy_table_t;
