@@ -262,7 +262,7 @@ static _Atomic int violations, reserved_calls;
 
 static void *racer(void *arg) {
   int me = (int)(intptr_t)arg;
-  char owner[8], attempt[16], names[RACE_KEYS][8];
+  char owner[16], attempt[16], names[RACE_KEYS][16];
   snprintf(owner, sizeof owner, "T%d", me);
   for (int i = 0; i < RACE_KEYS; i++) snprintf(names[i], sizeof names[i], "k%d", i);
   resv_answer_t mine = {0};
@@ -311,7 +311,7 @@ START_TEST(overlapping_reserve_alls_never_give_a_key_two_owners) {
   ck_assert_int_gt(atomic_load(&reserved_calls), 0);
   /* Every hold was given back: a conflict left none behind. */
   for (int i = 0; i < RACE_KEYS; i++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "k%d", i);
     ck_assert_msg(status_of(name) == RESV_ABSENT, "%s is still held", name);
   }
