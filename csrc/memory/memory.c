@@ -582,8 +582,8 @@ static bool entry_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes
   return true;
 }
 
-/* The views of r's keys into v, their holds decoded into *holds (one
- * array, the caller's to free). */
+/* The views of r's keys into v, their holds decoded into *holds (room
+ * for VIEW_HOLDS_ON_STACK; past that an allocation, the caller's to free). */
 static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, bool writes,
                      resv__view_t *v, resv_str_t **holds, resv_error_t *err) {
   size_t total = 0, at = 0;
@@ -592,11 +592,11 @@ static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, 
     if (!entry_of(t, hash[i], &r->keys[i], writes, &e, err)) return false;
     total += e ? e->nholds : 0;
   }
-  if (total && !(*holds = malloc(total * sizeof **holds)))
+  if (total > VIEW_HOLDS_ON_STACK && !(*holds = malloc(total * sizeof **holds)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
   for (size_t i = 0; i < r->nkeys; i++) {
     entry_of(t, hash[i], &r->keys[i], false, &e, err);
-    view_of(e, *holds ? *holds + at : NULL, &v[i]);
+    view_of(e, *holds + at, &v[i]);
     at += e ? e->nholds : 0;
   }
   return true;
@@ -618,17 +618,32 @@ static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
   return true;
 }
 
+/* What a call of several keys keeps per key: on the stack up to
+ * ALL_ON_STACK keys (max_keys' default), else in one allocation. */
+#define ALL_ON_STACK 16
+typedef struct per_key {
+  resv__view_t v[ALL_ON_STACK];
+  resv__decision_t d[ALL_ON_STACK];
+  uint32_t hash[ALL_ON_STACK];
+} per_key_t;
+
 /* A reserve_all, confirm_all or abandon_all (t NULL: a type never written,
  * only for an abandon_all): every key's stripe locked at once, the rules
  * decide on every key (rules.c), the answers filled, then the writes. */
 static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t max_holds,
                     int64_t limit, bool writes, resv_answer_t *a, resv_error_t *err) {
   size_t n = r->nkeys;
-  resv__view_t *v = malloc(n * (sizeof *v + sizeof(resv__decision_t) + sizeof(uint32_t)));
-  if (!v) return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
-  resv__decision_t *d = (resv__decision_t *)(v + n);
-  uint32_t *hash = (uint32_t *)(d + n);
-  resv_str_t *holds = NULL;
+  per_key_t on_stack;
+  resv__view_t *v = on_stack.v;
+  resv__decision_t *d = on_stack.d;
+  uint32_t *hash = on_stack.hash;
+  resv_str_t holds_on_stack[VIEW_HOLDS_ON_STACK], *holds = holds_on_stack;
+  if (n > ALL_ON_STACK) {
+    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *hash))))
+      return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+    d = (resv__decision_t *)(v + n);
+    hash = (uint32_t *)(d + n);
+  }
   uint64_t set = 0;
   int32_t status;
   for (size_t i = 0; i < n; i++) {
@@ -641,8 +656,8 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
             resv__rules_answer_all(v, d, status, r, a, err) &&
             (!t || apply_all(t, r, hash, d, err));
   if (t) unlock_stripes(t, set, limit);
-  free(holds);
-  free(v);
+  if (holds != holds_on_stack) free(holds);
+  if (v != on_stack.v) free(v);
   return ok;
 }
 
