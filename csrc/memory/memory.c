@@ -65,6 +65,7 @@ typedef struct entry {
 } entry_t;
 
 _Static_assert(sizeof(entry_t) == 32, "an entry's header is 32 bytes");
+_Static_assert(STRIPES <= 64, "a call of several keys keeps its stripes in 64 bits");
 
 typedef struct stripe {
   pthread_mutex_t mutex;
@@ -556,17 +557,17 @@ static bool run_absent(const resv_request_t *r, int64_t now, int32_t max_holds,
  * order every call of several keys takes, so two of them never wait on
  * each other's stripes in a circle; a call of one key holds one stripe. */
 static void lock_stripes(table_t *t, uint64_t set) {
-  for (size_t i = 0; i < STRIPES; i++)
-    if (set >> i & 1) pthread_mutex_lock(&t->stripes[i].mutex);
+  for (; set; set &= set - 1) /* the lowest stripe left first */
+    pthread_mutex_lock(&t->stripes[__builtin_ctzll(set)].mutex);
 }
 
 /* Reclaims a step in each stripe of set, then unlocks them. */
 static void unlock_stripes(table_t *t, uint64_t set, int64_t limit) {
-  for (size_t i = STRIPES; i-- > 0;)
-    if (set >> i & 1) {
-      reclaim_step(&t->stripes[i], limit);
-      pthread_mutex_unlock(&t->stripes[i].mutex);
-    }
+  for (; set; set &= set - 1) {
+    stripe_t *s = &t->stripes[__builtin_ctzll(set)];
+    reclaim_step(s, limit);
+    pthread_mutex_unlock(&s->mutex);
+  }
 }
 
 /* The entry of key k (NULL: none) in t (NULL: no table), its stripe
