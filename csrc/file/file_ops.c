@@ -380,10 +380,14 @@ static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
 }
 
 /* Writes each key's decision on its record looked up anew: a write to one
- * key may move the pages, or change the link, of another's record. */
+ * key may move the pages, or change the link, of another's record. A
+ * failure after a write returns an LMDB-level error, so that the store
+ * aborts the transaction (a batch of the group commit included) and no
+ * key of the call is written. */
 static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
                      const resv__decision_t *d, resv_error_t *err, bool *ok) {
   int rc = 0;
+  bool wrote = false;
   for (size_t i = 0; rc == 0 && *ok && i < r->nkeys; i++) {
     if (d[i].write == RESV__WRITE_NOTHING) continue;
     resv_request_t one = key_request(r, i);
@@ -396,6 +400,8 @@ static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
     else
       rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
     if (f.present) resv__file_rec_free(&f.rec);
+    if (rc == 0 && !*ok && wrote) rc = err->code == RESV_ENOMEM ? ENOMEM : MDB_CORRUPTED;
+    wrote = true;
   }
   return rc;
 }
