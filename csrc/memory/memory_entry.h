@@ -7,7 +7,7 @@
 #ifndef RESV_MEMORY_ENTRY_H
 #define RESV_MEMORY_ENTRY_H
 
-#include "internal.h"
+#include "base.h"
 
 #include <stdlib.h>
 #include <string.h>

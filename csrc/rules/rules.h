@@ -14,7 +14,7 @@
 #ifndef RESV_RULES_H
 #define RESV_RULES_H
 
-#include "internal.h"
+#include "base.h"
 
 /* A stored reservation as the rules see it. state RESV_STATE_NONE: the
  * key has no record (the other fields are not read). The strings point

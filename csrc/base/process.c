@@ -8,7 +8,7 @@
  * this process, a child inheriting the count and adding one. Comparing a
  * counter costs a load; getpid() costs a system call on every call, about
  * a third of a memory-store call. */
-#include "internal.h"
+#include "base.h"
 
 static atomic_uint fork_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;

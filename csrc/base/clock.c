@@ -8,7 +8,7 @@
  * Sums of times are made here too, checked: a clock a test (or a bad
  * host) set near INT64_MAX must not wrap an expiry into the past, and a
  * caller's INT64_MAX timeout must mean "no limit", not "already late". */
-#include "internal.h"
+#include "base.h"
 
 #include <time.h>
 

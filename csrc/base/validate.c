@@ -6,7 +6,7 @@
  * seen here rather than silently shortening the string, and the UTF-8 check
  * follows RFC 3629 (no overlong forms, no surrogates, nothing past
  * U+10FFFF), the same rule MongoDB applies to BSON strings. */
-#include "internal.h"
+#include "base.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * answer allocates only when an answer is larger than any before. An
  * answer of several keys (the *_all ops) also owns an array of one answer
  * per key, each with its own storage, kept for reuse the same way. */
-#include "internal.h"
+#include "base.h"
 
 #include <stdlib.h>
 #include <string.h>

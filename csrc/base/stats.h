@@ -1,6 +1,7 @@
 /* stats.h: the layout of a store's counters, for stats.c and for the one
  * hot path that counts inline: an answered call of an inline store in
- * store.c, where a call into stats.c cost as much as the counting.
+ * csrc/store/, where a call into stats.c would cost as much as the
+ * counting.
  *
  * A call is counted on the thread that ends it, into that thread's slot:
  * each thread gets a slot number once (a thread-local), and the first
@@ -11,7 +12,7 @@
 #ifndef RESV_CORE_STATS_H
 #define RESV_CORE_STATS_H
 
-#include "internal.h"
+#include "base.h"
 
 #define RESV__SLOTS 16
 

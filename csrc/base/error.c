@@ -4,7 +4,7 @@
  * false (or NULL); resv__fail fills the struct in one line so failure paths
  * stay short. The names here are the strings Lua users match on
  * ("invalid: ..."), so they never change. */
-#include "internal.h"
+#include "base.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,10 +1,11 @@
-/* mongo_bson.h: a small BSON writer for the documents mongo_ops.c sends.
+/* doc_bson.h: a small BSON writer for the format-1 documents and for the
+ * commands the MongoDB store sends.
  *
- * A reserve's filter and pipeline are about 90 elements, nested up to nine
- * levels. Built with bson_append_* they cost ~48 000 instructions per call
- * (each append goes through libbson's generic varargs path and may grow
- * the buffer; with BCON, before, ~68 000): more than half of the driver's
- * whole findAndModify. This writer appends the same bytes with one bounds
+ * A reserve's filter and pipeline are many elements, nested several
+ * levels. Built with bson_append_* each append goes through libbson's
+ * generic varargs path and may grow the buffer, which costs more than the
+ * rest of the driver's findAndModify (bench/README.md has the figures).
+ * This writer appends the same bytes with one bounds
  * check and a memcpy per element, into a buffer on the caller's stack
  * that moves to the heap only for long strings, and hands the result to
  * the driver as a static bson_t. The element types are the few the
@@ -15,8 +16,8 @@
  * NUL. Strings are the request's validated strings: UTF-8 without NUL,
  * at most max_string bytes, so every length fits an int32. Out of memory
  * aborts, as bson_append_* and bson_malloc do. */
-#ifndef RESV_MONGO_BSON_H
-#define RESV_MONGO_BSON_H
+#ifndef RESV_DOC_BSON_H
+#define RESV_DOC_BSON_H
 
 #include <bson/bson.h>
 
@@ -26,8 +27,8 @@
 /* A key literal as (pointer, length). */
 #define K(lit) lit, (sizeof lit - 1)
 
-/* Holds a whole reserve pipeline with short strings (1 131 bytes for a
- * 40-byte key) without touching the heap. */
+/* Holds a whole reserve pipeline with short strings without touching the
+ * heap. */
 #define RESV__BW_INLINE 1536
 
 typedef struct resv__bw {
@@ -160,4 +161,4 @@ static inline void resv__bw_free(resv__bw_t *w) {
     bson_free(w->buf);
 }
 
-#endif /* RESV_MONGO_BSON_H */
+#endif /* RESV_DOC_BSON_H */

@@ -4,8 +4,8 @@
  * doubling) and an arena of blocks that holds every string and holds
  * array, so an entry costs no malloc of its own and resv_scan_clear frees
  * a page in a few calls. (How a stored document becomes an entry is in
- * mongo_scan.c, beside the decoder it uses.) */
-#include "internal.h"
+ * csrc/doc/doc_scan.c, beside the decoder it uses.) */
+#include "base.h"
 
 #include <stdlib.h>
 #include <string.h>
