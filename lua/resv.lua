@@ -15,8 +15,7 @@ local C = require "resv.ffi"
 local base = require "resv.base"
 local sched = require "resv.sched"
 local rtype = require "resv.type"
-local ngxwait = require "resv.ngx"
-local tnt = require "resv.tarantool"
+local host = require "resv.host"
 
 local error = error
 local type = type
@@ -156,8 +155,9 @@ end
 
 -- True where the running code must not block: in nginx (any phase), in
 -- Tarantool, in a coroutine of resv.spawn.
+local host_waiter = host.waiter
 local function must_not_block()
-  return ngxwait.present() or sched.in_spawned() or tnt.usable()
+  return host_waiter.present() or sched.in_spawned()
 end
 
 -- Stops the store: calls still queued answer "closed", later calls too.
@@ -462,8 +462,8 @@ function _M.open(opts)
   if h == nil then
     return nil, error_string(err_buf)
   end
-  if not resv_store_may_answer_inline(h) then
-    ngxwait.check_pool() -- its calls will wait: is nginx's thread pool there?
+  if not resv_store_may_answer_inline(h) and host_waiter.check_pool then
+    host_waiter.check_pool() -- its calls will wait: can the host wait for them?
   end
   return setmetatable({
     handle = ffi_gc(h, resv_store_close),
