@@ -1,15 +1,24 @@
 -- resv.ngx: waiting for a job inside OpenResty without blocking the worker.
 --
--- The interface resv.lua uses is two functions, so the mechanism can
--- change without touching it:
---   usable()  true when the running code is in an nginx phase whose
---             coroutine may yield;
---   wait(job) returns true once resv_job_done(job), or false once the
---             job's deadline plus grace (resv_job_deadline) has passed,
---             yielding meanwhile.
--- and two for the nginx configuration and benchmarks:
+-- It is the waiter resv.host picks when a global `ngx` with ngx.get_phase
+-- is there (the interface is described in resv.host); resv.type calls
+--   usable()               true in an nginx phase whose coroutine may
+--                          yield (elsewhere the call blocks the worker,
+--                          logged once per phase);
+--   inbox()                the worker's inbox, when the "inbox" mechanism
+--                          can work here, else nil;
+--   wait(job, in_inbox, now) true once the job is done, false once its
+--                          deadline plus grace (resv_job_deadline) has
+--                          passed, yielding meanwhile;
+-- resv.lua calls present() (true in any phase: none may block) and
+-- check_pool() (when a store whose calls wait opens). For the nginx
+-- configuration, benchmarks and /health:
 --   use(name)    picks the mechanism; true, or nil and an error;
---   mechanism()  the name of the mechanism in use.
+--   mechanism()  the name of the mechanism in use;
+--   waiting()    how many calls wait.
+-- The functions a pool thread runs (thread_wait, inbox_wait) load this
+-- module in that thread's own Lua state, where they use only resv.ffi
+-- and resv.base.
 --
 -- The mechanisms (examples/openresty/README.md has the measurements that
 -- chose the default):
@@ -65,7 +74,8 @@
 -- its deadline.
 --
 -- `ngx` is looked up when the module loads (lua-nginx-module sets it before
--- any Lua code runs); _use() replaces it, for tests outside nginx.
+-- any Lua code runs); _use() replaces it and makes this module the host's
+-- waiter, for tests outside nginx.
 local ffi = require "ffi"
 local C = require "resv.ffi"
 

@@ -146,8 +146,8 @@ end
 local DRAINED = {}
 
 -- Parks the running spawned coroutine until job is done or its deadline
--- (plus grace) has passed. job was submitted with this module's inbox and
--- was not done after. Returns true when the job is done.
+-- (plus grace) has passed. job was submitted with this module's inbox, and
+-- was not done when the caller last looked. Returns true when it is done.
 function _M.wait(job)
   local co = co_running()
   local address = job_address(job)

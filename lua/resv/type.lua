@@ -1,21 +1,23 @@
 -- resv.type: an aggregate type's calls (reserve, confirm, abandon, release,
--- get) and their answers.
+-- get, sweep; scan and put for tools) and their answers.
 --
 -- Each method reads every field of its key and owner exactly once, into
--- locals, checks them, and hands them to C as arguments of the FFI call:
--- LuaJIT keeps a call's arguments alive for the call, and resv_submit_args
--- copies them before it returns. No pointer into a Lua string is ever kept
--- in a struct field, where the collector would not see it (docs/design.md section 9:
--- temporaries and __index-computed fields are fine).
+-- a request table, checks them, and hands them to C as arguments of the
+-- FFI call: LuaJIT keeps a call's arguments alive for the call, and
+-- resv_submit_args copies them before it returns. No pointer into a Lua
+-- string is ever kept in a struct field, where the collector would not see
+-- it (docs/design.md section 9: temporaries and __index-computed fields
+-- are fine); put, whose C call takes a struct, keeps its strings in a
+-- local until C is done.
 --
 -- The call then waits for its answer in the way the caller's context
 -- allows:
---   * in a coroutine started by resv.spawn: submit the job to the module's
---     inbox and yield; resv.poll()/resv.run() resume it (resv.sched);
---   * in OpenResty, in a phase that may yield: submit the job and wait
---     without blocking the worker (resv.ngx);
---   * in Tarantool, in any fiber: submit the job and wait on a fiber.cond
---     the process's poller fiber signals (resv.tarantool);
+--   * in a coroutine started by resv.spawn: submit the job to the
+--     scheduler's inbox and yield; resv.poll()/resv.run() resume it
+--     (resv.sched);
+--   * where the host's waiter says the running code may yield (resv.host:
+--     OpenResty in a phase that may yield, Tarantool in any fiber): submit
+--     the job and let the waiter wait for it without blocking the host;
 --   * anywhere else: resv_call_args, which blocks until the answer or the
 --     call's deadline.
 -- A store that answers inline (the memory store) is called directly in
@@ -23,8 +25,10 @@
 -- "process" is tried on the caller's thread first (resv_try_call_args),
 -- which answers unless the write would have to wait for another writer;
 -- only then does the call wait as the context allows. A waiter gives up
--- at the job's deadline plus a grace (resv_job_deadline) and answers
--- `timeout`.
+-- at the job's deadline plus a grace (resv_job_deadline) and the call
+-- answers `timeout`. A waited call crosses into C for: the clock, the
+-- submit, one look at the job, its deadline, its answer (and its error
+-- when there is none), its destroy; plus what the waiter needs to be woken.
 local ffi = require "ffi"
 local jit = require "jit"
 local C = require "resv.ffi"
