@@ -108,6 +108,9 @@ local ffi_gc = ffi.gc
 local ffi_new = ffi.new
 
 local ngx = rawget(_G, "ngx")
+-- Only ngx.sleep can be relied on: an ngx with neither pool threads nor
+-- timers (a test's fake).
+local sleep_only = ngx ~= nil and ngx.run_worker_thread == nil and ngx.timer == nil
 
 -- The phases whose handlers run in a coroutine that ngx.sleep may yield
 -- (lua-nginx-module's documentation of ngx.sleep lists these contexts).
@@ -547,8 +550,7 @@ local WAIT = {
 -- watcher when "inbox" is chosen. now: resv_clock_ms() shortly before.
 function _M.wait(job, in_inbox, now)
   local until_ms = tonumber(resv_job_deadline(job))
-  if ngx.run_worker_thread == nil and ngx.timer == nil then
-    -- Not a real nginx (a test's fake): only ngx.sleep can be relied on.
+  if sleep_only then
     return wait_backoff(job, until_ms)
   end
   if chosen == "inbox" then
@@ -590,6 +592,7 @@ end
 -- host's waiter (nil: none, and the host found at load again). For tests.
 function _M._use(fake_ngx)
   ngx = fake_ngx
+  sleep_only = ngx ~= nil and ngx.run_worker_thread == nil and ngx.timer == nil
   local host = require "resv.host"
   if fake_ngx == nil then
     host._use(nil)
