@@ -25,6 +25,7 @@ static const struct {
     SUITE(mongo_options), SUITE(mongo_retry),
     SUITE(mongo_skew),
     SUITE(file_integrity),
+    SUITE(mongo_all),    SUITE(mongo_all_faults),
 };
 
 /* True when name is one of the comma-separated names in list. */
