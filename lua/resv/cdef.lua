@@ -272,26 +272,15 @@ typedef enum resv_op {
   RESV_OP_SWEEP = 6, /* the type's pending reservations expired past the grace */
   /* Several keys of one type at once (design.md section 5, "Several keys
    * at once"): request.keys[0 .. nkeys-1], answer.keys[i] for keys[i].
-   *
-   * reserve_all: status reserved when every key is held by this owner,
-   * each keys[i] then reserved (pending, with its expiry and holds) or
-   * confirmed (already confirmed by this owner, unchanged). Otherwise
-   * status conflict, and every hold the call added has been taken back:
-   * keys[i] is conflict (with the holder, never its attempts) for each
-   * key another owner holds; abandoned or kept for a key whose hold this
-   * call added and took back (kept: the owner's other attempts still hold
-   * it); reserved for a key this attempt held before the call, which
-   * stays; confirmed for the owner's confirmed one, which stays; absent
-   * for a key the call holds nothing of. A failure while taking back is
-   * the call's error, never reserved; the holds it left expire at ttl.
-   *
-   * confirm_all and abandon_all: keys[i] as confirm and abandon answer
-   * each key; status is the one every key answered, else the first
-   * keys[i].status (in request order) that is not confirmed (confirm_all)
-   * or not abandoned (abandon_all). */
-  RESV_OP_RESERVE_ALL = 7, /* all or none: reserved, or conflict holding none */
-  RESV_OP_CONFIRM_ALL = 8, /* each key as confirm would answer it */
-  RESV_OP_ABANDON_ALL = 9  /* each key as abandon would answer it */
+   * reserve_all: reserved when every key is now this owner's (each
+   * reserved or confirmed); else conflict, after the abandon of each key
+   * by this attempt (keys[i]: conflict with the holder, or what that
+   * abandon answered). confirm_all: confirmed when every key is, else
+   * conflict. abandon_all: abandoned (keys[i]: abandoned, kept or
+   * absent). */
+  RESV_OP_RESERVE_ALL = 7,
+  RESV_OP_CONFIRM_ALL = 8,
+  RESV_OP_ABANDON_ALL = 9
 } resv_op_t;
 
 /* One call. Which fields count depends on op:
