@@ -97,7 +97,7 @@ static void several_keys(resv_store_t *store, const char *context, resv_owner_t 
     r.op = RESV_OP_ABANDON_ALL;
     r.attempt = resv_cstr("c1");
     snprintf(what, sizeof what, "abandon_all, %zu confirmed (kept)", r.nkeys);
-    call(what, 2, &r, RESV_KEPT);
+    call(what, 2, &r, RESV_ABANDONED);
   }
 }
 

@@ -22,27 +22,17 @@
  * with the others of its kind, a bounded number of rounds, as the
  * single-key upsert is run again.
  *
- * reserve_all sends two statements per key, in this order:
- *   1. EXTEND: filter F(key), owner O, holds A, expires_at > now and the
- *      conformance predicate (this attempt's live hold from before the
- *      call), the reserve pipeline, no upsert: the hold's expiry becomes
- *      the later of its own and now + ttl, as a reserve of it would make it.
- *   2. RESERVE: the single-key reserve's filter and $nor [{owner O,
- *      holds A, expires_at > now}], the reserve pipeline, upsert. A key
- *      this attempt already held does not match it, so its upsert fails on
- *      the _id index with a duplicate key (11000): a write error of that
- *      statement alone, which the batch goes on past.
- * A RESERVE that succeeded is therefore a hold this call added (or the
- * owner's confirmed reservation, which the pipeline leaves as it is); one
- * that failed with 11000 is another owner's key or this attempt's hold
- * from before the call, and the read tells which. When some key is held
- * by another owner the call takes back its holds: one batch of pulls of A
- * from the keys whose RESERVE succeeded, then one batch of abandon's
- * deletes of what the pulls emptied (abandon's two writes, design.md
- * section 5). A hold this attempt had before the call, and a reservation
- * confirmed by the owner, stay. When the taking back fails (the server
- * went away), the call answers the error, never reserved, and the holds
- * it added expire at their ttl.
+ * When some key is held by another owner, reserve_all abandons each key
+ * by this attempt before it answers (design.md section 5): one batch of
+ * abandon's pulls of the attempt, then one batch of abandon's deletes of
+ * the reservations the pulls left without holds, for the keys the read
+ * found this owner's and pending (every key when the read did not happen:
+ * the filters name the owner, so a pull or delete of another owner's key
+ * matches nothing). A hold the same attempt had before the call is
+ * given up as well (an attempt is one run of one command, which has
+ * failed); a reservation the owner confirmed stays confirmed.
+ * When that taking back fails (the server went away), the call answers
+ * the error, never reserved, and the holds left expire at their ttl.
  *
  * Each key's writes are the single-key call's, and each answer is read
  * after them, so each key's outcome is one that some interleaving of
@@ -72,7 +62,7 @@ typedef struct slot {
   bson_t *raw;          /* the document read, or NULL */
   resv__mongo_doc_t doc; /* decoded from raw when raw is set */
   bool todo;            /* in the next batch */
-  bool added;           /* reserve: a RESERVE statement of this call succeeded */
+  bool unread;          /* no read has told its state since its last write */
   bool dup;             /* the last batch's statement met a duplicate key */
   bool emptied;         /* by the read's account no hold is left after the pull */
   verdict_t verdict;
@@ -189,44 +179,14 @@ static bool add_update(mongoc_bulk_operation_t *bulk, resv__bw_t *fw, resv__bw_t
   return ok || resv__fail(err, RESV_EINVALID, "batch: %s", error.message);
 }
 
-/* reserve's EXTEND and RESERVE statements of one key (see the top). */
-static bool add_reserve(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
-                        resv_error_t *err) {
-  resv__bw_t fw, uw;
-  /* EXTEND: this attempt's live hold from before the call. */
-  resv__bw_init(&fw);
-  resv__mongo_owner_filter(&fw, a->m, &s->r, false);
-  resv__bw_utf8(&fw, K("holds"), s->r.attempt.ptr ? s->r.attempt.ptr : "", s->r.attempt.len);
-  size_t gt = resv__bw_doc(&fw, K("expires_at"));
-  resv__bw_int64(&fw, K("$gt"), a->now);
-  resv__bw_end(&fw, gt);
-  resv__bw_init(&uw);
-  resv__mongo_upsert_pipeline(&uw, &s->r, a->now, a->expires);
-  if (!add_update(bulk, &fw, &uw, false, err)) return false;
-  /* RESERVE: the single-key reserve, but never that hold. */
-  resv__bw_init(&fw);
-  resv__mongo_upsert_filter(&fw, a->m, &s->r, a->now);
-  size_t nor = resv__bw_array(&fw, K("$nor"));
-  size_t held = resv__bw_doc(&fw, K("0"));
-  resv__mongo_put_owner(&fw, K("owner"), &s->r.owner);
-  resv__bw_utf8(&fw, K("holds"), s->r.attempt.ptr ? s->r.attempt.ptr : "", s->r.attempt.len);
-  gt = resv__bw_doc(&fw, K("expires_at"));
-  resv__bw_int64(&fw, K("$gt"), a->now);
-  resv__bw_end(&fw, gt);
-  resv__bw_end(&fw, held);
-  resv__bw_end(&fw, nor);
-  resv__bw_init(&uw);
-  resv__mongo_upsert_pipeline(&uw, &s->r, a->now, a->expires);
-  return add_update(bulk, &fw, &uw, true, err);
-}
-
-static bool add_confirm(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
-                        resv_error_t *err) {
+/* The single-key reserve's or confirm's upsert of one key. */
+static bool add_upsert(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
+                       resv_error_t *err) {
   resv__bw_t fw, uw;
   resv__bw_init(&fw);
   resv__mongo_upsert_filter(&fw, a->m, &s->r, a->now);
   resv__bw_init(&uw);
-  resv__mongo_upsert_pipeline(&uw, &s->r, a->now, 0);
+  resv__mongo_upsert_pipeline(&uw, &s->r, a->now, a->expires);
   return add_update(bulk, &fw, &uw, true, err);
 }
 
@@ -260,31 +220,28 @@ static bool add_delete(const all_t *a, mongoc_bulk_operation_t *bulk, const slot
 typedef bool (*add_fn)(const all_t *, mongoc_bulk_operation_t *, const slot_t *,
                        resv_error_t *);
 
-/* One batch of add's statements for the slots `pick` selects (per: the
- * statements each adds; the last of them is the one whose duplicate key
- * is recorded in the slot's dup). Sends nothing when none is picked. */
-static bool send_batch(const all_t *a, add_fn add, size_t per, bool (*pick)(const slot_t *),
-                 const char *what, resv_error_t *err) {
+/* One batch of add's statements, one for each slot `pick` selects; a
+ * duplicate key is recorded in the slot's dup. Sends nothing when none is
+ * picked. */
+static bool send_batch(const all_t *a, add_fn add, bool (*pick)(const slot_t *),
+                       const char *what, resv_error_t *err) {
   mongoc_bulk_operation_t *bulk = new_bulk(a);
-  size_t *of = calloc(a->n * per + 1, sizeof *of);
-  bool *dup = calloc(a->n * per + 1, sizeof *dup);
+  size_t *of = calloc(a->n + 1, sizeof *of);
+  bool *dup = calloc(a->n + 1, sizeof *dup);
   size_t nstmt = 0;
   bool ok = of && dup;
   if (!ok) resv__fail(err, RESV_ENOMEM, "%s: out of memory", what);
   for (size_t i = 0; ok && i < a->n; i++) {
     if (!pick(&a->s[i])) continue;
     a->s[i].dup = false;
+    a->s[i].unread = true;
     ok = add(a, bulk, &a->s[i], err);
-    for (size_t k = 0; ok && k < per; k++) of[nstmt++] = i;
+    if (ok) of[nstmt++] = i;
   }
   if (ok && nstmt) {
     ok = run_bulk(a, bulk, dup, nstmt, what, err);
     bulk = NULL;
-    for (size_t j = 0; ok && j < nstmt; j++)
-      if ((j + 1) % per == 0) {
-        a->s[of[j]].dup = dup[j];
-        if (!dup[j] && add == add_reserve) a->s[of[j]].added = true;
-      }
+    for (size_t j = 0; ok && j < nstmt; j++) a->s[of[j]].dup = dup[j];
   }
   if (bulk) mongoc_bulk_operation_destroy(bulk);
   free(of);
@@ -293,8 +250,13 @@ static bool send_batch(const all_t *a, add_fn add, size_t per, bool (*pick)(cons
 }
 
 static bool pick_todo(const slot_t *s) { return s->todo; }
-static bool pick_added(const slot_t *s) { return s->added; }
 static bool pick_emptied(const slot_t *s) { return s->emptied; }
+/* What reserve_all's taking back writes to: this owner's pending ones,
+ * and every key whose state no read told. */
+static bool pick_mine(const slot_t *s) {
+  return s->unread || (s->raw && s->doc.state == RESV_STATE_PENDING &&
+                       resv__mongo_doc_owned_by(&s->doc, &s->r.owner));
+}
 
 static bool key_is(const resv_key_t *a, const resv_key_t *b) {
   return a->tenant.len == b->tenant.len && a->ns.len == b->ns.len &&
@@ -375,6 +337,8 @@ static bool read_todo(const all_t *a, resv_error_t *err) {
   resv__bw_free(&ow);
   resv__bw_free(&fw);
   if (ok && with_format && !format_seen) *a->gone = true;
+  for (size_t i = 0; ok && i < a->n; i++)
+    if (a->s[i].todo) a->s[i].unread = false;
   return ok;
 }
 
@@ -401,11 +365,10 @@ static verdict_t judge(const all_t *a, const slot_t *s) {
 
 /* Rounds of write and read until no key is free (or, for reserve_all,
  * some key is another owner's). */
-static bool write_and_read(all_t *a, add_fn add, size_t per, const char *what,
-                           resv_error_t *err) {
+static bool write_and_read(all_t *a, const char *what, resv_error_t *err) {
   for (int round = 0;; round++) {
     bool again = false, other = false;
-    if (!send_batch(a, add, per, pick_todo, what, err) || !read_todo(a, err)) return false;
+    if (!send_batch(a, add_upsert, pick_todo, what, err) || !read_todo(a, err)) return false;
     a->gone = NULL; /* the format record is looked for once */
     for (size_t i = 0; i < a->n; i++) {
       slot_t *s = &a->s[i];
@@ -416,7 +379,7 @@ static bool write_and_read(all_t *a, add_fn add, size_t per, const char *what,
       other = other || s->verdict == V_OTHER;
       if (s->verdict == V_FULL) return resv__fail_holds_full(err, a->m->max_holds);
     }
-    if (!again || (other && add == add_reserve)) return true;
+    if (!again || (other && a->req->op == RESV_OP_RESERVE_ALL)) return true;
     if (round + 1 >= ALL_TRIES)
       return resv__fail_server(err, RESV_ESERVER, 11000,
                                "%s: a key kept changing hands (duplicate key %d times)",
@@ -426,43 +389,46 @@ static bool write_and_read(all_t *a, add_fn add, size_t per, const char *what,
   }
 }
 
-/* reserve_all's taking back: abandon's two writes for every key whose
- * RESERVE succeeded (the delete's filter takes only a pending reservation
- * of the owner that no hold is left on, so it is sent for each of them,
- * the ones the read did not see included). A key's answer is what they
- * leave of it by the read's account: abandoned when this call's hold was
- * its only one, else kept. */
+/* The pending reservation d of this owner holds nothing but attempt. */
+static bool only_held_by(const resv__mongo_doc_t *d, const resv_str_t *attempt) {
+  return d->nholds == 0 || (d->nholds == 1 && holds_attempt(d, attempt));
+}
+
+/* reserve_all's taking back: abandon of each key by this attempt, its
+ * pulls in one batch and its deletes in another (pick_mine's keys; the
+ * delete's filter takes only a pending reservation of this owner left
+ * without holds). A key's answer is what they leave of it by the read's
+ * account: abandoned when this attempt's hold was its only one. */
 static bool take_back(all_t *a, resv_error_t *err) {
   for (size_t i = 0; i < a->n; i++) {
     slot_t *s = &a->s[i];
-    s->emptied = s->added && s->raw && s->doc.state == RESV_STATE_PENDING &&
-                 s->doc.nholds == 1 && holds_attempt(&s->doc, &s->r.attempt);
+    s->emptied = s->raw && s->doc.state == RESV_STATE_PENDING &&
+                 resv__mongo_doc_owned_by(&s->doc, &s->r.owner) &&
+                 only_held_by(&s->doc, &s->r.attempt);
   }
-  return send_batch(a, add_pull, 1, pick_added, "reserve_all: take back", err) &&
-         send_batch(a, add_delete, 1, pick_added, "reserve_all: take back", err);
+  return send_batch(a, add_pull, pick_mine, "reserve_all: take back", err) &&
+         send_batch(a, add_delete, pick_mine, "reserve_all: take back", err);
 }
 
-/* One key's answer of reserve_all (conflict: after the taking back). */
+/* One key's answer of reserve_all: the reserve's, or after the taking
+ * back, conflict with the holder or what this attempt's abandon left. */
 static bool reserve_key_answer(const slot_t *s, bool conflict, resv_answer_t *k,
                                resv_error_t *err) {
   const resv__mongo_doc_t *d = &s->doc;
-  switch (s->verdict) {
-  case V_OTHER:
-    return resv__mongo_doc_answer(d, RESV_CONFLICT, false, k, err);
-  case V_HELD:
-    if (d->state == RESV_STATE_CONFIRMED)
-      return resv__mongo_doc_answer(d, RESV_CONFIRMED, false, k, err);
-    if (!conflict || !s->added) return resv__mongo_doc_answer(d, RESV_RESERVED, true, k, err);
-    return resv__answer_status(k, s->emptied ? RESV_ABANDONED : RESV_KEPT, err);
-  default:
-    return resv__answer_status(k, RESV_ABSENT, err);
-  }
+  bool ours = s->raw && resv__mongo_doc_owned_by(d, &s->r.owner);
+  if (s->verdict == V_OTHER) return resv__mongo_doc_answer(d, RESV_CONFLICT, false, k, err);
+  if (!conflict)
+    return resv__mongo_doc_answer(d, d->state == RESV_STATE_CONFIRMED ? RESV_CONFIRMED
+                                                                       : RESV_RESERVED,
+                                  true, k, err);
+  if (!ours) return resv__answer_status(k, RESV_ABSENT, err);
+  return resv__answer_status(k, s->emptied ? RESV_ABANDONED : RESV_KEPT, err);
 }
 
 static bool reserve_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
   bool conflict = false;
   if (!resv__expiry(a->now, a->req->ttl_ms, &a->expires, err)) return false;
-  if (!write_and_read(a, add_reserve, 2, "reserve_all", err)) {
+  if (!write_and_read(a, "reserve_all", err)) {
     resv_error_t ignored;
     take_back(a, &ignored); /* best effort; the first error is the answer */
     return false;
@@ -476,21 +442,8 @@ static bool reserve_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
   return true;
 }
 
-/* The top-level status of confirm_all and abandon_all (resv.h): the one
- * every key answered, else the first key's that is not `success`. */
-static bool answer_all_status(resv_answer_t *answer, int32_t success) {
-  int32_t status = success;
-  for (size_t i = 0; i < answer->nkeys; i++)
-    if (answer->keys[i].status != success) {
-      status = answer->keys[i].status;
-      break;
-    }
-  answer->status = status;
-  return true;
-}
-
 static bool confirm_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
-  if (!write_and_read(a, add_confirm, 1, "confirm_all", err) ||
+  if (!write_and_read(a, "confirm_all", err) ||
       !resv__answer_keys(answer, RESV_CONFIRMED, a->n, err))
     return false;
   for (size_t i = 0; i < a->n; i++) {
@@ -498,8 +451,9 @@ static bool confirm_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
     int32_t status = s->verdict == V_HELD ? RESV_CONFIRMED : RESV_CONFLICT;
     if (!resv__mongo_doc_answer(&s->doc, status, false, resv__answer_key(answer, i), err))
       return false;
+    if (status == RESV_CONFLICT) answer->status = RESV_CONFLICT;
   }
-  return answer_all_status(answer, RESV_CONFIRMED);
+  return true;
 }
 
 /* abandon_all: the pulls, one read, the deletes of what they emptied.
@@ -508,14 +462,14 @@ static bool confirm_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
  * when other holds are or it is confirmed, absent when there is no
  * reservation of this owner). */
 static bool abandon_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
-  if (!send_batch(a, add_pull, 1, pick_todo, "abandon_all", err) || !read_todo(a, err))
+  if (!send_batch(a, add_pull, pick_todo, "abandon_all", err) || !read_todo(a, err))
     return false;
   for (size_t i = 0; i < a->n; i++) {
     slot_t *s = &a->s[i];
     if (s->raw && !resv__mongo_doc_owned_by(&s->doc, &s->r.owner)) slot_forget(s);
     s->emptied = s->raw && s->doc.state == RESV_STATE_PENDING && s->doc.nholds == 0;
   }
-  if (!send_batch(a, add_delete, 1, pick_emptied, "abandon_all", err) ||
+  if (!send_batch(a, add_delete, pick_emptied, "abandon_all", err) ||
       !resv__answer_keys(answer, RESV_ABANDONED, a->n, err))
     return false;
   for (size_t i = 0; i < a->n; i++) {
@@ -523,7 +477,7 @@ static bool abandon_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
     int32_t status = !s->raw ? RESV_ABSENT : s->emptied ? RESV_ABANDONED : RESV_KEPT;
     if (!resv__answer_status(resv__answer_key(answer, i), status, err)) return false;
   }
-  return answer_all_status(answer, RESV_ABANDONED);
+  return true;
 }
 
 bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,

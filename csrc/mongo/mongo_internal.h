@@ -236,15 +236,13 @@ bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,
                          bool *gone, resv_error_t *err);
 
 /* What mongo_ops.c writes for one key, for mongo_all.c's batches: the
- * _id {t, n, k} and the owner {tenant_id, id} under key; the filter and
+ * _id {t, n, k} under key; the filter and
  * the update pipeline of the single-key reserve or confirm r (r->op);
  * abandon's filters: F(key), owner and the conformance predicate, and
  * with emptied also expires_at not null and no holds (the delete's). */
 struct resv__bw;
 void resv__mongo_put_id(struct resv__bw *w, const char *key, size_t key_len,
                         const resv_key_t *k);
-void resv__mongo_put_owner(struct resv__bw *w, const char *key, size_t key_len,
-                           const resv_owner_t *o);
 void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
                                const resv_request_t *r, int64_t now);
 void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,

@@ -939,11 +939,6 @@ void resv__mongo_put_id(resv__bw_t *w, const char *key, size_t key_len,
   put_id(w, key, key_len, k);
 }
 
-void resv__mongo_put_owner(resv__bw_t *w, const char *key, size_t key_len,
-                           const resv_owner_t *o) {
-  put_owner(w, key, key_len, o);
-}
-
 void resv__mongo_upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
                                const resv_request_t *r, int64_t now) {
   upsert_filter(w, m, r, now);

@@ -1,8 +1,9 @@
 /* test_mongo_all.c: reserve_all, confirm_all and abandon_all on MongoDB
  * (design.md section 5, "Several keys at once"), rule by rule: all or
- * none, what a conflict takes back and what it leaves (a hold the attempt
- * had before the call, a reservation the owner confirmed), each key's
- * answer, the top-level status of confirm_all and abandon_all, a full
+ * none, what a conflict takes back (every hold of the attempt, one from
+ * before the call included) and what it leaves (other attempts' holds, a
+ * reservation the owner confirmed), each key's answer, the top-level
+ * status of confirm_all and abandon_all, a full
  * reservation and a foreign document in the batch. The store's clock is
  * frozen. test_mongo_all_faults.c has the fail points, the round trips
  * and the races. */
@@ -79,10 +80,10 @@ START_TEST(t_conflict_leaves_none) {
 }
 END_TEST
 
-/* A hold this attempt had before the call stays (its expiry as the
- * reserve of it made it); another attempt's hold on the same reservation
- * stays, this call's own joined hold goes. */
-START_TEST(t_prior_hold_stays) {
+/* A conflict abandons each key by this attempt (design.md section 5): a
+ * hold the attempt had before the call goes too; another attempt's hold
+ * on the same reservation stays. */
+START_TEST(t_conflict_abandons_the_attempt) {
   resv_answer_t b = {0};
   test_reserve(t, "a", "ann", "s1", 1000, &b);
   test_reserve(t, "c", "ann", "other", 1000, &b);
@@ -91,15 +92,13 @@ START_TEST(t_prior_hold_stays) {
   const char *keys[] = {"a", "b", "c", "d"};
   reserve_all(keys, 4, "ann", "s1", 1000);
   ck_assert_int_eq(a.status, RESV_CONFLICT);
-  ck_assert_int_eq(a.keys[0].status, RESV_RESERVED);
-  ck_assert_int_eq(a.keys[0].expires_at, ALL_T0 + 1010);
+  ck_assert_int_eq(a.keys[0].status, RESV_ABANDONED);
   ck_assert_int_eq(a.keys[1].status, RESV_CONFLICT);
   ck_assert_int_eq(a.keys[2].status, RESV_KEPT);
   ck_assert_int_eq(a.keys[3].status, RESV_ABANDONED);
-  const char *s1[] = {"s1"}, *other[] = {"other"};
+  const char *other[] = {"other"};
   test_get(t, "a", &b);
-  ck_assert_int_eq(b.status, RESV_PENDING);
-  ck_assert(test_holds_are(&b, 1, s1));
+  ck_assert_int_eq(b.status, RESV_ABSENT);
   test_get(t, "c", &b);
   ck_assert_int_eq(b.status, RESV_PENDING);
   ck_assert(test_holds_are(&b, 1, other));
@@ -123,7 +122,7 @@ START_TEST(t_confirmed_counts_as_held) {
   const char *more[] = {"a", "c"};
   reserve_all(more, 2, "ann", "s2", 1000);
   ck_assert_int_eq(a.status, RESV_CONFLICT);
-  ck_assert_int_eq(a.keys[0].status, RESV_CONFIRMED);
+  ck_assert_int_eq(a.keys[0].status, RESV_KEPT); /* as its abandon answers */
   test_get(t, "a", &b);
   ck_assert_int_eq(b.status, RESV_CONFIRMED);
   ck_assert_int_eq(b.version, 3);
@@ -196,8 +195,8 @@ START_TEST(t_foreign_document) {
 }
 END_TEST
 
-/* confirm_all: each key as confirm answers it; the status is the one
- * every key answered, else the first that is not confirmed. */
+/* confirm_all: each key as confirm answers it; confirmed when every key
+ * is, else conflict. */
 START_TEST(t_confirm_all) {
   resv_answer_t b = {0};
   test_reserve(t, "a", "ann", "s1", 1000, &b);
@@ -220,8 +219,7 @@ START_TEST(t_confirm_all) {
 }
 END_TEST
 
-/* abandon_all: each key as abandon answers it; the status is the one
- * every key answered, else the first that is not abandoned. */
+/* abandon_all: each key as abandon answers it; the status abandoned. */
 START_TEST(t_abandon_all) {
   resv_answer_t b = {0};
   test_reserve(t, "a", "ann", "s1", 1000, &b);
@@ -231,7 +229,7 @@ START_TEST(t_abandon_all) {
   test_reserve(t, "e", "bob", "s1", 1000, &b);
   const char *keys[] = {"a", "b", "c", "d", "e"};
   all_call_ok(t, RESV_OP_ABANDON_ALL, keys, 5, "ann", "s1", 0, &a);
-  ck_assert_int_eq(a.status, RESV_KEPT);
+  ck_assert_int_eq(a.status, RESV_ABANDONED);
   ck_assert_int_eq(a.keys[0].status, RESV_ABANDONED);
   ck_assert_int_eq(a.keys[1].status, RESV_KEPT);
   ck_assert_int_eq(a.keys[2].status, RESV_KEPT);
@@ -246,7 +244,8 @@ START_TEST(t_abandon_all) {
   ck_assert(test_str_is(b.owner_id, "bob"));
   const char *two[] = {"b", "e"};
   all_call_ok(t, RESV_OP_ABANDON_ALL, two, 2, "bob", "s1", 0, &a);
-  ck_assert_int_eq(a.status, RESV_ABSENT); /* the first that is not abandoned */
+  ck_assert_int_eq(a.status, RESV_ABANDONED);
+  ck_assert_int_eq(a.keys[0].status, RESV_ABSENT);
   ck_assert_int_eq(a.keys[1].status, RESV_ABANDONED);
   resv_answer_clear(&b);
 }
@@ -259,7 +258,7 @@ Suite *mongo_all_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, t_free_keys_reserved);
   tcase_add_test(tc, t_conflict_leaves_none);
-  tcase_add_test(tc, t_prior_hold_stays);
+  tcase_add_test(tc, t_conflict_abandons_the_attempt);
   tcase_add_test(tc, t_confirmed_counts_as_held);
   tcase_add_test(tc, t_again_and_expired);
   tcase_add_test(tc, t_full_takes_back);

@@ -114,13 +114,13 @@ START_TEST(t_round_trips) {
     resv_type_t *t = warm_type(s), *u = warm_type(s);
     expect_commands(t, app, RESV_OP_RESERVE_ALL, names, n, "ann", 1000, 2, RESV_RESERVED);
     expect_commands(t, app, RESV_OP_CONFIRM_ALL, names, n, "ann", 3, 2, RESV_CONFIRMED);
-    expect_commands(t, app, RESV_OP_ABANDON_ALL, names, n, "ann", 0, 2, RESV_KEPT);
+    expect_commands(t, app, RESV_OP_ABANDON_ALL, names, n, "ann", 0, 2, RESV_ABANDONED);
     expect_commands(t, app, RESV_OP_CONFIRM_ALL, names, n, "bob", 3, 2, RESV_CONFLICT);
     expect_commands(u, app, RESV_OP_RESERVE_ALL, names, n, "ann", 1000, 2, RESV_RESERVED);
     expect_commands(u, app, RESV_OP_ABANDON_ALL, names, n, "ann", 0, 3, RESV_ABANDONED);
-    expect_commands(u, app, RESV_OP_ABANDON_ALL, names, n, "ann", 0, 2, RESV_ABSENT);
-    /* A conflict takes back what it added: the pulls and the deletes
-     * (none when the one key is the conflict). */
+    expect_commands(u, app, RESV_OP_ABANDON_ALL, names, n, "ann", 0, 2, RESV_ABANDONED);
+    /* A conflict abandons this attempt's holds: the pulls and the
+     * deletes (none when the one key is the conflict). */
     resv_answer_t g = {0};
     test_reserve(u, names[n - 1], "carl", "c", 1000, &g);
     resv_answer_clear(&g);
