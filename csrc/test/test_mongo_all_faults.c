@@ -11,7 +11,8 @@
  *     the driver's APM);
  *   - threads over overlapping key sets, reserve_all and single-key
  *     reserves mixed: never two live owners of a key, and every conflict
- *     leaves none of its holds behind. */
+ *     leaves none of its holds behind;
+ *   - on a mongos, one call's keys spread over the shards. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +242,61 @@ START_TEST(t_race_overlapping) {
 }
 END_TEST
 
+/* On a mongos (RESV_TEST_URI when it is one, else an emulator of this
+ * test's own started with --mongos), with sharding on first use: the
+ * keys of one call in several tenants, which the hashed shard key spreads
+ * over the shards; the mongos refuses any statement that does not name
+ * the whole shard key. */
+START_TEST(t_mongos_keys_across_shards) {
+  emu_t e = {0};
+  resv_store_t *probe = test_open(test_mongo_uri());
+  bool mongos = resv_store_is_sharded(probe);
+  resv_store_close(probe);
+  if (!mongos) emu_start(&e, 0, true);
+  resv_store_t *s = test_open(mongos ? test_mongo_uri() : e.uri);
+  resv_store_set_time(s, ALL_T0);
+  ck_assert(resv_store_is_sharded(s));
+  resv_type_t *t = test_fresh_type(s, "allshard");
+  resv_key_t keys[12];
+  char tenants[12][8];
+  for (int i = 0; i < 12; i++) {
+    snprintf(tenants[i], sizeof tenants[i], "t%d", i);
+    keys[i] = (resv_key_t){resv_cstr(tenants[i]), resv_cstr("email"), resv_cstr("x@y")};
+  }
+  resv_answer_t a = {0};
+  resv_error_t err;
+  resv_request_t r = {.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = 12,
+                      .owner = test_owner("", "ann"), .attempt = resv_cstr("s1"),
+                      .ttl_ms = 1000};
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  /* Two free keys and one of ann's: bob's holds are taken back. */
+  r.owner = test_owner("", "bob");
+  resv_key_t more[3] = {{resv_cstr("u1"), resv_cstr("email"), resv_cstr("x@y")},
+                        {resv_cstr("u2"), resv_cstr("email"), resv_cstr("x@y")}, keys[5]};
+  r.keys = more;
+  r.nkeys = 3;
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  ck_assert_int_eq(a.keys[0].status, RESV_ABANDONED);
+  ck_assert_int_eq(a.keys[2].status, RESV_CONFLICT);
+  resv_request_t g = {.op = RESV_OP_GET, .key = more[1]};
+  ck_assert(resv_call(t, &g, &a, &err));
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  r = (resv_request_t){.op = RESV_OP_CONFIRM_ALL, .keys = keys, .nkeys = 12,
+                       .owner = test_owner("", "ann"), .version = 2};
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  r.op = RESV_OP_ABANDON_ALL;
+  r.attempt = resv_cstr("s1");
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+  ck_assert_int_eq(a.keys[3].status, RESV_KEPT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  if (!mongos) emu_stop(&e);
+}
+END_TEST
+
 Suite *mongo_all_faults_suite(void) {
   Suite *s = suite_create("mongo_all_faults");
   TCase *tc = tcase_create("faults");
@@ -248,6 +304,7 @@ Suite *mongo_all_faults_suite(void) {
   tcase_add_test(tc, t_take_back_fails);
   tcase_add_test(tc, t_round_trips);
   tcase_add_test(tc, t_race_overlapping);
+  tcase_add_test(tc, t_mongos_keys_across_shards);
   suite_add_tcase(s, tc);
   return s;
 }
