@@ -258,7 +258,7 @@ START_TEST(t_mongos_keys_across_shards) {
   ck_assert(resv_store_is_sharded(s));
   resv_type_t *t = test_fresh_type(s, "allshard");
   resv_key_t keys[12];
-  char tenants[12][8];
+  char tenants[12][16];
   for (int i = 0; i < 12; i++) {
     snprintf(tenants[i], sizeof tenants[i], "t%d", i);
     keys[i] = (resv_key_t){resv_cstr(tenants[i]), resv_cstr("email"), resv_cstr("x@y")};
