@@ -4,6 +4,7 @@
  *   - a fail point on the second batch of a conflicting reserve_all (the
  *     taking back fails): the error is answered, never reserved, and the
  *     holds it left expire at their ttl;
+ *   - a key that changes hands between the batch and its read, sent again;
  *   - the commands each call sends, counted by MongoDB's failCommand fail
  *     point with {skip: N}: the N commands a call may send pass, the next
  *     command fails, so a call that needs more fails and one that sends
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "emu.h"
 #include "mongo_all_test.h"
@@ -70,6 +72,60 @@ START_TEST(t_take_back_fails) {
   ck_assert_int_eq(g.status, RESV_RESERVED);
   resv_answer_clear(&a);
   resv_answer_clear(&g);
+  resv_store_close(s);
+}
+END_TEST
+
+/* A key whose holder leaves between the batch and its read is sent
+ * again: bob's hold stands in the way of ann's upsert (a duplicate key),
+ * and is abandoned while ann's read waits at the server (a fail point
+ * blocks it); the read finds the key free, so its upsert runs once more
+ * and the call answers reserved. */
+typedef struct leaver {
+  resv_type_t *t;
+} leaver_t;
+
+static void *leave(void *arg) {
+  leaver_t *l = arg;
+  resv_answer_t a = {0};
+  struct timespec pause = {0, 150 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  test_abandon(l->t, "b", "bob", "x", &a);
+  resv_answer_clear(&a);
+  return NULL;
+}
+
+START_TEST(t_changed_hands_sent_again) {
+  char app[96], data[512];
+  resv_store_t *s = app_store(app, sizeof app, "hands");
+  resv_type_t *t = test_fresh_type(s, "allhands");
+  resv_store_t *other = test_open(test_mongo_uri());
+  resv_store_set_time(other, ALL_T0);
+  leaver_t l = {resv_store_type(other, t->context, t->context_len, t->aggregate,
+                                t->aggregate_len, NULL)};
+  ck_assert_ptr_nonnull(l.t);
+  resv_answer_t a = {0};
+  resv_stats_t before, after;
+  resv_error_t err;
+  test_reserve(l.t, "b", "bob", "x", 60000, &a);
+  test_get(t, "b", &a); /* the type set up in this store: its find is not the one blocked */
+  ck_assert(resv_store_stats(s, &before, &err));
+  snprintf(data, sizeof data, "{\"failCommands\": [\"find\"], \"appName\": \"%s\", "
+           "\"blockConnection\": true, \"blockTimeMS\": 600}", app);
+  emu_failpoint(test_mongo_uri(), "{\"times\": 1}", data);
+  pthread_t thread;
+  pthread_create(&thread, NULL, leave, &l);
+  const char *keys[] = {"a", "b"};
+  bool ok = all_call(t, RESV_OP_RESERVE_ALL, keys, 2, "ann", "s1", 1000, &a, &err);
+  pthread_join(thread, NULL);
+  fail_off();
+  ck_assert_msg(ok, "%s", err.message);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  ck_assert(test_str_is(a.keys[1].owner_id, "ann"));
+  ck_assert(resv_store_stats(s, &after, &err));
+  ck_assert_uint_gt(after.duplicate_key_retries, before.duplicate_key_retries);
+  resv_answer_clear(&a);
+  resv_store_close(other);
   resv_store_close(s);
 }
 END_TEST
@@ -302,6 +358,7 @@ Suite *mongo_all_faults_suite(void) {
   TCase *tc = tcase_create("faults");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, t_take_back_fails);
+  tcase_add_test(tc, t_changed_hands_sent_again);
   tcase_add_test(tc, t_round_trips);
   tcase_add_test(tc, t_race_overlapping);
   tcase_add_test(tc, t_mongos_keys_across_shards);
