@@ -78,18 +78,23 @@ END_TEST
 
 /* A key whose holder leaves between the batch and its read is sent
  * again: bob's hold stands in the way of ann's upsert (a duplicate key),
- * and is abandoned while ann's read waits at the server (a fail point
- * blocks it); the read finds the key free, so its upsert runs once more
+ * and is abandoned once her batch is in, while her read waits at the
+ * server (a fail point blocks it); the read finds the key free, so its upsert runs once more
  * and the call answers reserved. */
 typedef struct leaver {
   resv_type_t *t;
 } leaver_t;
 
+/* Once ann's batch is in (her hold on "a" shows), bob abandons "b". */
 static void *leave(void *arg) {
   leaver_t *l = arg;
   resv_answer_t a = {0};
-  struct timespec pause = {0, 150 * 1000 * 1000};
-  nanosleep(&pause, NULL);
+  struct timespec pause = {0, 5 * 1000 * 1000};
+  for (int i = 0; i < 2000; i++) {
+    test_get(l->t, "a", &a);
+    if (a.status == RESV_PENDING) break;
+    nanosleep(&pause, NULL);
+  }
   test_abandon(l->t, "b", "bob", "x", &a);
   resv_answer_clear(&a);
   return NULL;
@@ -111,7 +116,7 @@ START_TEST(t_changed_hands_sent_again) {
   test_get(t, "b", &a); /* the type set up in this store: its find is not the one blocked */
   ck_assert(resv_store_stats(s, &before, &err));
   snprintf(data, sizeof data, "{\"failCommands\": [\"find\"], \"appName\": \"%s\", "
-           "\"blockConnection\": true, \"blockTimeMS\": 600}", app);
+           "\"blockConnection\": true, \"blockTimeMS\": 3000}", app);
   emu_failpoint(test_mongo_uri(), "{\"times\": 1}", data);
   pthread_t thread;
   pthread_create(&thread, NULL, leave, &l);
