@@ -41,7 +41,7 @@
  * maxTimeMS: the deadline is checked before each message, and the socket
  * timeout bounds a batch the server does not answer. */
 #include "mongo_internal.h"
-#include "mongo_bson.h"
+#include "doc_bson.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -384,8 +384,7 @@ static bool write_and_read(all_t *a, const char *what, resv_error_t *err) {
       return resv__fail_server(err, RESV_ESERVER, 11000,
                                "%s: a key kept changing hands (duplicate key %d times)",
                                what, ALL_TRIES);
-    resv__store_count(atomic_load_explicit(&a->m->store, memory_order_acquire),
-                      RESV__STAT_DUPLICATE_RETRY);
+    resv__stats_count(a->m->stats, RESV__STAT_DUPLICATE_RETRY);
   }
 }
 
