@@ -182,4 +182,29 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      int64_t deadline, resv_answer_t *answer,
                      bool *gone, resv_error_t *err);
 
+/* ---- Several keys at once (mongo_all.c) ------------------------------ */
+
+/* Runs a validated reserve_all, confirm_all or abandon_all on coll: the
+ * keys' single-document writes sent together in one batch, then one read
+ * of every key; *gone as resv__mongo_run says. */
+bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,
+                         const resv_request_t *req, int64_t now,
+                         int64_t deadline, resv_answer_t *answer,
+                         bool *gone, resv_error_t *err);
+
+/* What mongo_ops.c writes for one key, for mongo_all.c's batches: the
+ * _id {t, n, k} under key; the filter and
+ * the update pipeline of the single-key reserve or confirm r (r->op);
+ * abandon's filters: F(key), owner and the conformance predicate, and
+ * with emptied also expires_at not null and no holds (the delete's). */
+struct resv__bw;
+void resv__mongo_put_id(struct resv__bw *w, const char *key, size_t key_len,
+                        const resv_key_t *k);
+void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
+                               const resv_request_t *r, int64_t now);
+void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,
+                                 int64_t now, int64_t expires);
+void resv__mongo_owner_filter(struct resv__bw *w, const resv__mongo_t *m,
+                              const resv_request_t *r, bool emptied);
+
 #endif /* RESV_MONGO_INTERNAL_H */

@@ -289,7 +289,7 @@ static bool mongo_execute(void *backend, resv_type_t *type,
         mongoc_client_get_collection(w->client, m->database, type->collection);
     w->type = type;
   }
-  if (req->op == RESV_OP_RESERVE)
+  if (req->op == RESV_OP_RESERVE || req->op == RESV_OP_RESERVE_ALL)
     resv__mongo_skew_ttl(m, req->ttl_ms);
   bool gone = false;
   bool ok = resv__mongo_run(m, w->coll, req, now, deadline, answer, &gone, err);
@@ -428,6 +428,7 @@ static bool parse_uri(resv__mongo_t *m, const char *uri,
 static const resv__backend_ops_t mongo_ops = {
     .name = "mongodb",
     .runs_inline = false,
+    .several_keys = true,
     .type_init = resv__mongo_type_init,
     .type_free = resv__mongo_type_free,
     .execute = mongo_execute,

@@ -26,6 +26,7 @@ static const struct {
     SUITE(mongo_skew),
     SUITE(file_integrity),
     SUITE(rules_all),    SUITE(rules_model),
+    SUITE(mongo_all),    SUITE(mongo_all_faults),
 };
 
 /* True when name is one of the comma-separated names in list. */
