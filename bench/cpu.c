@@ -35,7 +35,7 @@
 
 #include <valgrind/callgrind.h>
 
-#define ROUNDS 7
+#define ROUNDS 9
 #define DEFAULT_CALLS 300
 
 static const char *K_TENANT = "", *K_NS = "email", *K_KEY = "cpu@example.com";

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A clock value meaning "read the system clock". */
@@ -193,6 +194,20 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
 }
 
 
+/* Waits for the calls running on their callers' threads to end: a
+ * MongoDB call may wait on the server until its deadline, so past a few
+ * yields the wait sleeps a millisecond at a time. */
+static void wait_for_inline_calls(resv_store_t *store) {
+  for (int spins = 0; atomic_load(&store->active) > 0; spins++) {
+    if (spins < 100) {
+      sched_yield();
+    } else {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+  }
+}
+
 void resv_store_shutdown(resv_store_t *store) {
   if (!store) return;
   atomic_store(&store->closed, true); /* new calls answer closed from here */
@@ -204,8 +219,9 @@ void resv_store_shutdown(resv_store_t *store) {
     pthread_mutex_lock(&store->pool_mutex);
     store->pool_closed = true;
     pthread_mutex_unlock(&store->pool_mutex);
+    if (store->ops->refuse_blocking) store->ops->refuse_blocking(store->backend);
     resv__pool_shutdown(store->pool);
-    while (atomic_load(&store->active) > 0) sched_yield();
+    wait_for_inline_calls(store);
     if (store->ops->shutdown) store->ops->shutdown(store->backend);
     store->shut = true;
   }
@@ -799,6 +815,26 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
   return ok;
 }
 
+/* resv_call on a store whose backend runs a blocking call on the caller's
+ * thread (execute_blocking) under the call's own deadline, counted as a
+ * job of the dispatcher would be. */
+static bool call_blocking(resv_type_t *type, const resv_request_t *req,
+                          resv_answer_t *answer, resv_error_t *err) {
+  resv_store_t *store = type->store;
+  int64_t started = resv__now_ns();
+  int64_t timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : store->timeout_ms;
+  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), timeout_ms);
+  atomic_fetch_add(&store->active, 1);
+  bool ok = check_open(store, err) &&
+            store->ops->execute_blocking(store->backend, type, req, resv_store_now(store),
+                                         deadline, answer, err);
+  atomic_fetch_sub(&store->active, 1);
+  if (!atomic_load_explicit(&store->uncounted, memory_order_relaxed))
+    resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
+                     resv__now_ns() - started);
+  return ok;
+}
+
 bool resv_call(resv_type_t *type, const resv_request_t *req,
                resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
@@ -808,6 +844,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
+  if (store->ops->execute_blocking) return call_blocking(type, req, answer, err);
   if (store->ops->runs_inline || store->ops->blocking_inline) {
     if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
       return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
