@@ -156,6 +156,9 @@ bool resv__mongo_execute_blocking(void *backend, resv_type_t *type,
     return false;
   s->deadline.deadline = deadline;
   bool ok = resv__mongo_execute_on(m, &s->conn, type, req, now, deadline, answer, err);
+  /* Between calls (and for the driver's endSessions at shutdown) the
+   * URI's timeouts apply. */
+  s->deadline.deadline = INT64_MAX;
   give_back(m->callers, s);
   return ok;
 }
