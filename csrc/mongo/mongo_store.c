@@ -489,6 +489,11 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   m->max_holds = options->max_holds;
   m->grace_ms = options->sweep_grace_ms;
 
+  /* The driver's default, written out before the options resv adds:
+   * mongoc looks retryWrites up in the URI's options on every write,
+   * comparing case-insensitively with every option before it. */
+  if (!mongoc_uri_has_option(m->uri, MONGOC_URI_RETRYWRITES))
+    mongoc_uri_set_option_as_bool(m->uri, MONGOC_URI_RETRYWRITES, true);
   set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);
   /* The deadline is the server's business (maxTimeMS, mongo_ops.c): the
