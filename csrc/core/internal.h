@@ -2,7 +2,8 @@
  *
  * The store (store.c) owns a backend, chosen at open: the memory store
  * (memory.c) answers on the caller's thread; the MongoDB store (mongo_*.c)
- * runs on the dispatcher (pool.c). A backend is a table of functions over
+ * runs resv_call on the caller's thread (execute_blocking) and submitted
+ * calls on the dispatcher (pool.c). A backend is a table of functions over
  * an opaque pointer, so the store, the jobs and the validation are written
  * once for both. */
 #ifndef RESV_INTERNAL_H

@@ -8,7 +8,10 @@
  *
  * resv_call waits for the answer; resv_submit returns a job. For the memory
  * store both run the call on the caller's thread (it is a hash lookup under
- * a striped lock, cheaper than any thread hop). Inline calls are counted
+ * a striped lock, cheaper than any thread hop); a backend with a
+ * dispatcher and an execute_blocking op (MongoDB) runs resv_call there too,
+ * under the call's deadline, and only resv_submit on the dispatcher.
+ * Inline calls are counted
  * so that closing a store waits for the ones in progress on other threads
  * before it frees the backend. */
 #include "internal.h"

@@ -9,9 +9,10 @@
  * connectTimeoutMS are the call's timeout, so a dead server costs a call
  * no more than its deadline; socketTimeoutMS is the timeout plus a second,
  * a backstop behind the maxTimeMS each command carries; appname is
- * "resv" so the server's logs name us. maxPoolSize is always the number
- * of dispatcher threads: each thread holds at most one client, so a pop
- * never waits for another thread.
+ * "resv" so the server's logs name us. maxPoolSize is always twice the
+ * number of dispatcher threads: each thread holds at most one client, and
+ * blocking calls on their callers' threads borrow at most as many again
+ * (mongo_caller.c), so a pop never waits for another thread.
  *
  * Open never waits on the network (docs/design.md section 7) unless check is set:
  * the topology (a mongos or not: the hello reply's msg "isdbgrid") is
@@ -27,8 +28,8 @@
  * last collection it used, until the thread ends (a thread-specific key
  * whose destructor pushes the client back): a pop, a push and a
  * mongoc_client_get_collection per call were ~9 000 instructions, 12 % of
- * a reserve's client work. The pool still has maxPoolSize = threads, and
- * each thread holds at most one client, so no pop waits; the threads end
+ * a reserve's client work. Each thread holds at most one client, so no
+ * pop waits; the threads end
  * (pool shutdown joins them) before mongo_destroy frees the pool. */
 #include "mongo_internal.h"
 

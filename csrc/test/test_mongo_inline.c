@@ -213,7 +213,7 @@ START_TEST(more_blocking_callers_than_clients_take_turns) {
   test_get(t, "setup", &a);
   caller_t c[CALLERS];
   for (int i = 0; i < CALLERS; i++) {
-    char key[16];
+    char key[32];
     snprintf(key, sizeof key, "turn%d", i);
     caller_start(&c[i], t, key, 0);
   }
@@ -244,7 +244,7 @@ START_TEST(blocking_callers_without_a_client_answer_timeout_at_their_deadline) {
   caller_start(&holder, t, "holder", 5000);
   usleep(300 * 1000); /* the holder is on the server */
   for (int i = 0; i < CALLERS; i++) {
-    char key[16];
+    char key[32];
     snprintf(key, sizeof key, "starved%d", i);
     caller_start(&c[i], t, key, 500);
   }
@@ -421,7 +421,7 @@ START_TEST(a_forked_child_never_uses_its_parents_blocking_clients) {
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
   for (int i = 0; i < 3; i++) {
-    char key[16];
+    char key[32];
     snprintf(key, sizeof key, "after%d", i);
     test_reserve(t, key, "ann", "a", 60000, &a);
     ck_assert_int_eq(a.status, RESV_RESERVED);
