@@ -125,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   cursor_t c = {data + 2, size - 2};
   resv_request_t r = {0};
-  r.op = data[0] % 8; /* 0 and 7 are unknown ops */
+  r.op = data[0] % 8; /* 0 is unknown; 7 (reserve_all) has no keys here */
   size_t max = 1 + (size_t)data[1] * 4;
   r.ttl_ms = (int64_t)take_u64(&c);
   r.version = (int64_t)take_u64(&c);
@@ -147,7 +147,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   resv_error_t err;
   memset(&err, 0, sizeof err);
-  bool ok = resv__validate_request(&r, max, &err);
+  resv__limits_t limits = {max, 16};
+  bool ok = resv__validate_request(&r, &limits, &err);
   check(ok == ref_request(&r, max), "validate_request disagrees with the reference");
   if (!ok) check(err.code == RESV_EINVALID && err.message[0], "a refusal without invalid");
 

@@ -260,7 +260,7 @@ end
 local OPTIONS = {
   uri = true, database = true, sharding = true, threads = true,
   queue = true, timeout_ms = true, max_string = true, write_concern = true,
-  max_holds = true,
+  max_holds = true, max_keys = true,
   path = true, map_size = true, sync = true, per_process = true,
   sweep_grace_ms = true, check = true, slow_ms = true, no_create = true,
   log_level = true, on_os_crash = true,
@@ -421,7 +421,7 @@ local function fill_options(o, opts, keep)
     end
   end
   -- Each must fit its int32_t field; resv_store_open checks the ranges.
-  local integers = { "threads", "queue", "timeout_ms", "max_string", "max_holds" }
+  local integers = { "threads", "queue", "timeout_ms", "max_string", "max_holds", "max_keys" }
   for i = 1, #integers do
     local name = integers[i]
     local v = values[name]

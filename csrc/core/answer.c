@@ -6,7 +6,9 @@
  * of storage it owns: the array of holds first (aligned), then the bytes,
  * each NUL-terminated for C callers. The block is kept and reused by the
  * next answer written into the same struct, so a caller that reuses one
- * answer allocates only when an answer is larger than any before. */
+ * answer allocates only when an answer is larger than any before. An
+ * answer of several keys (the *_all ops) also owns an array of one answer
+ * per key, each with its own storage, kept for reuse the same way. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -59,6 +61,8 @@ bool resv__answer_set(resv_answer_t *a, int32_t status, int32_t state,
   a->holds = nholds ? out_holds : NULL;
   a->nholds = nholds;
   a->count = 0;
+  a->keys = NULL;
+  a->nkeys = 0;
   return true;
 }
 
@@ -68,13 +72,39 @@ bool resv__answer_status(resv_answer_t *a, int32_t status, resv_error_t *err) {
 }
 
 void resv__answer_move(resv_answer_t *dst, resv_answer_t *src) {
-  free(dst->storage_);
+  resv_answer_clear(dst);
   *dst = *src;
   memset(src, 0, sizeof *src);
 }
 
+bool resv__answer_keys(resv_answer_t *a, int32_t status, size_t n, resv_error_t *err) {
+  if (n > a->keys_cap_) {
+    resv_answer_t *mem = realloc(a->keys_, n * sizeof *mem);
+    if (!mem) return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
+    memset(mem + a->keys_cap_, 0, (n - a->keys_cap_) * sizeof *mem);
+    a->keys_ = mem;
+    a->keys_cap_ = n;
+  }
+  if (!resv__answer_status(a, status, err)) return false;
+  for (size_t i = 0; i < n; i++) {
+    resv_answer_t *k = &a->keys_[i];
+    char *storage = k->storage_;
+    size_t cap = k->storage_cap_;
+    memset(k, 0, sizeof *k);
+    k->storage_ = storage;
+    k->storage_cap_ = cap;
+  }
+  a->keys = a->keys_;
+  a->nkeys = n;
+  return true;
+}
+
+resv_answer_t *resv__answer_key(resv_answer_t *a, size_t i) { return &a->keys_[i]; }
+
 void resv_answer_clear(resv_answer_t *a) {
   if (!a) return;
+  for (size_t i = 0; i < a->keys_cap_; i++) free(a->keys_[i].storage_);
+  free(a->keys_);
   free(a->storage_);
   memset(a, 0, sizeof *a);
 }

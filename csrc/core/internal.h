@@ -22,6 +22,8 @@
  * so their number is bounded: 50,000 unbounded holds made a memory-store
  * reserve take over a millisecond and a MongoDB document megabytes. */
 #define RESV__DEFAULT_MAX_HOLDS 100
+#define RESV__DEFAULT_MAX_KEYS 16
+#define RESV__MAX_KEYS 1024
 /* sweep_grace_ms: how long an expired pending reservation stays before
  * reclaiming or a sweep may delete it; at most 2^53 (a Lua number). */
 #define RESV__DEFAULT_GRACE_MS 60000
@@ -104,14 +106,33 @@ bool resv__answer_status(resv_answer_t *answer, int32_t status,
                          resv_error_t *err);
 /* Moves src into dst (freeing dst's storage); src is left zeroed. */
 void resv__answer_move(resv_answer_t *dst, resv_answer_t *src);
+/* Makes answer an answer of n keys with `status`: answer->keys[0 .. n-1]
+ * zeroed but for storage kept from an earlier use, for the caller to fill
+ * with resv__answer_set (through resv__answer_key). */
+bool resv__answer_keys(resv_answer_t *answer, int32_t status, size_t n,
+                       resv_error_t *err);
+/* The writable answer of key i of an answer made by resv__answer_keys. */
+resv_answer_t *resv__answer_key(resv_answer_t *answer, size_t i);
 
 /* ---- Validation (validate.c) ----------------------------------------- */
 
+/* A store's limits on a request. */
+typedef struct resv__limits {
+  size_t max_string; /* longest string, bytes */
+  size_t max_keys;   /* most keys of a *_all op */
+} resv__limits_t;
+
 /* Checks a request's strings and numbers for its op: UTF-8, no NUL,
  * at most max_string bytes, non-empty namespace, key, owner id and
- * attempt, ttl > 0, version >= 0. */
-bool resv__validate_request(const resv_request_t *req, size_t max_string,
+ * attempt, ttl > 0, version >= 0; for the *_all ops 1 to max_keys keys,
+ * no two the same. */
+bool resv__validate_request(const resv_request_t *req, const resv__limits_t *limits,
                             resv_error_t *err);
+/* True for RESV_OP_RESERVE_ALL, CONFIRM_ALL and ABANDON_ALL. */
+bool resv__op_is_all(int32_t op);
+/* The single-key op of a *_all op (RESV_OP_RESERVE for RESERVE_ALL, ...);
+ * any other op itself. */
+int32_t resv__op_single(int32_t op);
 /* Checks an aggregate type's names and builds its collection name into
  * out (NUL-terminated), given the database name for the length rule. */
 bool resv__validate_type(const char *context, size_t context_len,
@@ -178,6 +199,8 @@ typedef struct resv__backend_ops {
    * RESV__EWOULDBLOCK and the store hands it to the dispatcher, which
    * waits until the call's deadline. */
   bool hands_off;
+  /* True: execute runs the *_all ops (several keys of one request). */
+  bool several_keys;
   /* Per-type state, made when the store first hands out the type (under
    * the store's type lock) and freed at close. May be NULL. */
   bool (*type_init)(void *backend, resv_type_t *type, resv_error_t *err);
@@ -338,7 +361,7 @@ struct resv_job {
   struct resv_job *prev;
   resv__work_fn work;    /* runs on a worker thread */
   resv_type_t *type;
-  resv_request_t request; /* strings point into strings_ */
+  resv_request_t request; /* keys and strings point into strings_ */
   int64_t deadline;       /* resv__monotonic_ms clock */
   resv_inbox_t *inbox;    /* NULL or referenced by the job */
   atomic_int refs;        /* the caller's and the dispatcher's */
@@ -352,7 +375,8 @@ struct resv_job {
   resv_answer_t answer;
   void *user;             /* for tests' work functions */
   int64_t started_ns;     /* a submitted call: when; 0: not counted */
-  char strings_[];
+  /* The request's keys array (the *_all ops), then its strings. */
+  _Alignas(resv_key_t) char strings_[];
 };
 
 /* Makes a job whose request is a deep copy of request (NULL: no request).

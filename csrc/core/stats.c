@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-_Static_assert(RESV_STATS_OPS == RESV_OP_SWEEP + 1, "one row per op");
+_Static_assert(RESV_STATS_OPS == RESV_OP_ABANDON_ALL + 1, "one row per op");
 _Static_assert(RESV_STATS_STATUSES == RESV_SWEPT + 1, "one column per status");
 _Static_assert(RESV_STATS_CODES == RESV_ENOMEM + 1, "one column per code");
 

@@ -52,7 +52,7 @@ struct resv_store {
   atomic_int active;  /* inline calls in progress */
   _Atomic int64_t clock_ms;
   int64_t timeout_ms;
-  size_t max_string;
+  resv__limits_t limits;
   resv__stats_t *stats; /* the counters of resv_store_stats (stats.c) */
   atomic_bool uncounted; /* bench/stats_cost.c's baseline: no counting */
   bool sampled;          /* the memory store: time one call in 256 */
@@ -102,7 +102,8 @@ static void init_rest(resv_store_t *store, const resv_options_t *o) {
   store->generation = resv__generation_start();
   store->pid = getpid();
   store->timeout_ms = o->timeout_ms;
-  store->max_string = (size_t)o->max_string;
+  store->limits.max_string = (size_t)o->max_string;
+  store->limits.max_keys = (size_t)o->max_keys;
   store->threads = o->threads;
   store->queue = o->queue;
   atomic_init(&store->clock_ms, SYSTEM_CLOCK);
@@ -118,7 +119,8 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
       !option_in_range("queue", o.queue, 1 << 24, err) ||
       !option_in_range("timeout_ms", o.timeout_ms, RESV__MAX_TIMEOUT_MS, err) ||
       !option_in_range("max_string", o.max_string, 1 << 20, err) ||
-      !option_in_range("max_holds", o.max_holds, 1 << 20, err))
+      !option_in_range("max_holds", o.max_holds, 1 << 20, err) ||
+      !option_in_range("max_keys", o.max_keys, RESV__MAX_KEYS, err))
     return NULL;
   if (o.sharding != RESV_SHARDING_AUTO && o.sharding != RESV_SHARDING_OFF) {
     resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
@@ -146,6 +148,7 @@ resv_store_t *resv_store_open(const resv_options_t *options, resv_error_t *err) 
   if (!o.timeout_ms) o.timeout_ms = RESV__DEFAULT_TIMEOUT_MS;
   if (!o.max_string) o.max_string = RESV__DEFAULT_MAX_STRING;
   if (!o.max_holds) o.max_holds = RESV__DEFAULT_MAX_HOLDS;
+  if (!o.max_keys) o.max_keys = RESV__DEFAULT_MAX_KEYS;
 
   resv_store_t *store = calloc(1, sizeof *store);
   if (!store) {
@@ -652,7 +655,7 @@ static bool validate_entry(const resv_store_t *store, const resv_scan_entry_t *e
     return resv__fail(err, RESV_EINVALID, "entry: state does not match its status");
   resv_request_t r = {.op = RESV_OP_RELEASE, .key = {e->tenant, e->ns, e->key},
                       .owner = {e->owner_tenant, e->owner_id}};
-  if (!resv__validate_request(&r, store->max_string, err)) return false;
+  if (!resv__validate_request(&r, &store->limits, err)) return false;
   if (!pending) {
     if (e->version < 0) return resv__fail(err, RESV_EINVALID, "entry: negative version");
     return true;
@@ -661,7 +664,7 @@ static bool validate_entry(const resv_store_t *store, const resv_scan_entry_t *e
   for (size_t i = 0; i < e->nholds; i++) {
     resv_request_t h = {.op = RESV_OP_ABANDON, .key = r.key, .owner = r.owner,
                         .attempt = e->holds[i]};
-    if (!resv__validate_request(&h, store->max_string, err)) return false;
+    if (!resv__validate_request(&h, &store->limits, err)) return false;
     for (size_t j = 0; j < i; j++)
       if (e->holds[j].len == e->holds[i].len &&
           memcmp(e->holds[j].ptr, e->holds[i].ptr, e->holds[i].len) == 0)
@@ -723,22 +726,29 @@ bool resv_type_scan(resv_type_t *type, size_t after_len, const char *after,
 
 /* Runs a call on the caller's thread; deadline is RESV__DEADLINE_MAY_WAIT
  * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else). */
+/* The backend's call of a validated request, at the store's clock. */
+static bool execute(resv_store_t *store, resv_type_t *type, const resv_request_t *req,
+                    int64_t deadline, resv_answer_t *answer, resv_error_t *err) {
+  if (resv__op_is_all(req->op) && !store->ops->several_keys)
+    return resv__fail(err, RESV_EINVALID, "keys: the %s store takes one key a call",
+                      store->ops->name);
+  return store->ops->execute(store->backend, type, req, resv_store_now(store), deadline,
+                             answer, err);
+}
+
 static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t deadline,
                        resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
   atomic_fetch_add(&store->active, 1);
-  bool ok = check_open(store, err) &&
-            store->ops->execute(store->backend, type, req, resv_store_now(store),
-                                deadline, answer, err);
+  bool ok = check_open(store, err) && execute(store, type, req, deadline, answer, err);
   atomic_fetch_sub(&store->active, 1);
   return ok;
 }
 
-/* A worker's part of a job: the backend's call, at the store's clock. */
+/* A worker's part of a job. */
 static void execute_job(resv_job_t *job) {
-  resv_store_t *store = job->type->store;
-  store->ops->execute(store->backend, job->type, &job->request,
-                      resv_store_now(store), job->deadline, &job->answer, &job->error);
+  execute(job->type->store, job->type, &job->request, job->deadline, &job->answer,
+          &job->error);
 }
 
 /* The dispatcher of a store that hands calls off, made on first use; NULL
@@ -766,12 +776,17 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
    * is never used. */
   int64_t timeout_ms = req->timeout_ms > 0 && req->timeout_ms <= RESV__MAX_TIMEOUT_MS
                            ? req->timeout_ms : store->timeout_ms;
-  resv_job_t *job = resv__job_new(type, req, execute_job, inbox,
+  /* Validated before it is copied: a bad request's keys are not read. */
+  resv_error_t invalid = {0};
+  bool valid = validated || resv__validate_request(req, &store->limits, &invalid);
+  resv_request_t copy = *req;
+  if (!valid) copy.keys = NULL, copy.nkeys = 0;
+  resv_job_t *job = resv__job_new(type, &copy, execute_job, inbox,
                                   resv__add_ms_sat(resv__monotonic_ms(), timeout_ms), err);
   if (!job) return NULL;
   job->started_ns = resv__now_ns();
-  if ((!validated && !resv__validate_request(req, store->max_string, &job->error)) ||
-      !check_open(store, &job->error)) {
+  if (!valid) job->error = invalid;
+  if (!valid || !check_open(store, &job->error)) {
     resv__job_finish(job);
     return job;
   }
@@ -806,7 +821,7 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
     return false;
   }
   int64_t started = resv__now_ns();
-  bool ok = resv__validate_request(req, store->max_string, err) &&
+  bool ok = resv__validate_request(req, &store->limits, err) &&
             run_inline(type, req, store->ops->hands_off ? RESV__DEADLINE_NO_WAIT
                                                         : RESV__DEADLINE_MAY_WAIT, answer, err);
   if (!ok && err->code == RESV__EWOULDBLOCK) {
@@ -843,7 +858,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
   resv_store_t *store = type->store;
   resv_error_t local;
   if (!err) err = &local; /* the counters want the code */
-  if (!resv__validate_request(req, store->max_string, err)) {
+  if (!resv__validate_request(req, &store->limits, err)) {
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }

@@ -8,6 +8,7 @@
  * U+10FFFF), the same rule MongoDB applies to BSON strings. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The longest ttl accepted: ten years. Anything longer is a unit mistake
@@ -80,25 +81,78 @@ static bool check_string(const char *what, const resv_str_t *s, bool required,
   return resv__fail(err, RESV_EINVALID, "%s: not valid UTF-8", what);
 }
 
-bool resv__validate_request(const resv_request_t *req, size_t max,
+bool resv__op_is_all(int32_t op) {
+  return op >= RESV_OP_RESERVE_ALL && op <= RESV_OP_ABANDON_ALL;
+}
+
+int32_t resv__op_single(int32_t op) {
+  switch (op) {
+  case RESV_OP_RESERVE_ALL: return RESV_OP_RESERVE;
+  case RESV_OP_CONFIRM_ALL: return RESV_OP_CONFIRM;
+  case RESV_OP_ABANDON_ALL: return RESV_OP_ABANDON;
+  default: return op;
+  }
+}
+
+static bool check_key(const char *where, const resv_key_t *k, size_t max,
+                      resv_error_t *err) {
+  char what[48];
+  snprintf(what, sizeof what, "%s.tenant", where);
+  if (!check_string(what, &k->tenant, false, max, err)) return false;
+  snprintf(what, sizeof what, "%s.namespace", where);
+  if (!check_string(what, &k->ns, true, max, err)) return false;
+  snprintf(what, sizeof what, "%s.key", where);
+  return check_string(what, &k->key, true, max, err);
+}
+
+static bool str_eq(const resv_str_t *a, const resv_str_t *b) {
+  return a->len == b->len && (!a->len || memcmp(a->ptr, b->ptr, a->len) == 0);
+}
+
+static bool key_eq(const resv_key_t *a, const resv_key_t *b) {
+  return str_eq(&a->key, &b->key) && str_eq(&a->ns, &b->ns) &&
+         str_eq(&a->tenant, &b->tenant);
+}
+
+/* The keys of a *_all op: 1 to max_keys, each valid, no two the same. */
+static bool check_keys(const resv_request_t *req, const resv__limits_t *lim,
+                       resv_error_t *err) {
+  if (!req->keys || req->nkeys == 0)
+    return resv__fail(err, RESV_EINVALID, "keys: must list at least one key");
+  if (req->nkeys > lim->max_keys)
+    return resv__fail(err, RESV_EINVALID, "keys: at most %zu (max_keys), got %zu",
+                      lim->max_keys, req->nkeys);
+  for (size_t i = 0; i < req->nkeys; i++) {
+    char where[32];
+    snprintf(where, sizeof where, "keys[%zu]", i + 1);
+    if (!check_key(where, &req->keys[i], lim->max_string, err)) return false;
+    for (size_t j = 0; j < i; j++)
+      if (key_eq(&req->keys[i], &req->keys[j]))
+        return resv__fail(err, RESV_EINVALID, "keys[%zu]: the same key as keys[%zu]",
+                          i + 1, j + 1);
+  }
+  return true;
+}
+
+bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim,
                             resv_error_t *err) {
+  size_t max = lim->max_string;
   if (!req) return resv__fail(err, RESV_EINVALID, "request: NULL");
-  if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_SWEEP)
+  if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_ABANDON_ALL)
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)req->op);
   if (req->timeout_ms < 0 || req->timeout_ms > RESV__MAX_TIMEOUT_MS)
     return resv__fail(err, RESV_EINVALID, "timeout_ms: must be from 1 to %d, got %lld",
                       RESV__MAX_TIMEOUT_MS, (long long)req->timeout_ms);
   if (req->op == RESV_OP_SWEEP) return true; /* a whole type: no key */
-  if (!check_string("key.tenant", &req->key.tenant, false, max, err) ||
-      !check_string("key.namespace", &req->key.ns, true, max, err) ||
-      !check_string("key.key", &req->key.key, true, max, err))
+  if (resv__op_is_all(req->op) ? !check_keys(req, lim, err)
+                               : !check_key("key", &req->key, max, err))
     return false;
   if (req->op == RESV_OP_GET) return true;
 
   if (!check_string("owner.tenant", &req->owner.tenant, false, max, err) ||
       !check_string("owner.id", &req->owner.id, true, max, err))
     return false;
-  switch (req->op) {
+  switch (resv__op_single(req->op)) {
   case RESV_OP_RESERVE:
     if (req->ttl_ms <= 0 || req->ttl_ms > RESV__MAX_TTL_MS)
       return resv__fail(err, RESV_EINVALID,

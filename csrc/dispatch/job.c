@@ -1,8 +1,9 @@
 /* job.c: a submitted call, from submit to destroy.
  *
- * A job is one allocation: the struct, then a NUL-terminated copy of each
- * of the request's strings (the caller's buffers may be gone by the time a
- * worker runs it). It is
+ * A job is one allocation: the struct, then a copy of the request's keys
+ * array (the *_all ops) and a NUL-terminated copy of each of the request's
+ * strings (the caller's buffers may be gone by the time a worker runs
+ * it). It is
  * reference counted because two parties hold it: the caller, until
  * resv_job_destroy, and the dispatcher, until the worker has finished it.
  * Either may let go first; the last one frees it.
@@ -18,9 +19,19 @@
 
 /* The copies are NUL-terminated (validation rules out NUL bytes inside),
  * so a backend may hand them to APIs that want C strings. */
-static size_t request_strings_size(const resv_request_t *r) {
-  return r->key.tenant.len + r->key.ns.len + r->key.key.len +
-         r->owner.tenant.len + r->owner.id.len + r->attempt.len + 6;
+static size_t key_strings_size(const resv_key_t *k) {
+  return k->tenant.len + k->ns.len + k->key.len + 3;
+}
+
+/* A request's keys array and strings; a request of several keys is
+ * validated before it is copied (its keys are there and few). */
+static size_t request_copy_size(const resv_request_t *r) {
+  size_t n = key_strings_size(&r->key) + r->owner.tenant.len + r->owner.id.len +
+             r->attempt.len + 3;
+  if (!resv__op_is_all(r->op) || !r->keys) return n;
+  n += r->nkeys * sizeof(resv_key_t);
+  for (size_t i = 0; i < r->nkeys; i++) n += key_strings_size(&r->keys[i]);
+  return n;
 }
 
 static void copy_str(char **cursor, resv_str_t *dst, const resv_str_t *src) {
@@ -31,25 +42,40 @@ static void copy_str(char **cursor, resv_str_t *dst, const resv_str_t *src) {
   *cursor += src->len + 1;
 }
 
+static void copy_key(char **cursor, resv_key_t *dst, const resv_key_t *src) {
+  copy_str(cursor, &dst->tenant, &src->tenant);
+  copy_str(cursor, &dst->ns, &src->ns);
+  copy_str(cursor, &dst->key, &src->key);
+}
+
+static void copy_request(resv_job_t *job, const resv_request_t *request) {
+  char *cursor = job->strings_;
+  job->request = *request;
+  if (resv__op_is_all(request->op) && request->keys) {
+    resv_key_t *keys = (resv_key_t *)(void *)cursor;
+    cursor += request->nkeys * sizeof *keys;
+    for (size_t i = 0; i < request->nkeys; i++) copy_key(&cursor, &keys[i], &request->keys[i]);
+    job->request.keys = keys;
+  } else {
+    job->request.keys = NULL;
+    job->request.nkeys = 0;
+  }
+  copy_key(&cursor, &job->request.key, &request->key);
+  copy_str(&cursor, &job->request.owner.tenant, &request->owner.tenant);
+  copy_str(&cursor, &job->request.owner.id, &request->owner.id);
+  copy_str(&cursor, &job->request.attempt, &request->attempt);
+}
+
 resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
                           resv__work_fn work, resv_inbox_t *inbox,
                           int64_t deadline, resv_error_t *err) {
-  size_t extra = request ? request_strings_size(request) : 0;
+  size_t extra = request ? request_copy_size(request) : 0;
   resv_job_t *job = calloc(1, sizeof *job + extra);
   if (!job) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a job");
     return NULL;
   }
-  if (request) {
-    char *cursor = job->strings_;
-    job->request = *request;
-    copy_str(&cursor, &job->request.key.tenant, &request->key.tenant);
-    copy_str(&cursor, &job->request.key.ns, &request->key.ns);
-    copy_str(&cursor, &job->request.key.key, &request->key.key);
-    copy_str(&cursor, &job->request.owner.tenant, &request->owner.tenant);
-    copy_str(&cursor, &job->request.owner.id, &request->owner.id);
-    copy_str(&cursor, &job->request.attempt, &request->attempt);
-  }
+  if (request) copy_request(job, request);
   job->type = type;
   job->work = work;
   job->deadline = deadline;

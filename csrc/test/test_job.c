@@ -3,6 +3,8 @@
  * finishes it after a short sleep, so a wait that returns before that
  * without an answer is caught by the answer being missing. */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "tests.h"
@@ -65,6 +67,78 @@ START_TEST(a_zero_timeout_does_not_wait) {
 }
 END_TEST
 
+/* A job of several keys owns copies of the keys and their strings: the
+ * caller's array and buffers may be gone when a worker runs it. */
+START_TEST(a_job_copies_the_keys_of_a_request) {
+  char *buf[3];
+  resv_key_t *keys = calloc(3, sizeof *keys);
+  for (int i = 0; i < 3; i++) {
+    buf[i] = strdup("key-0");
+    buf[i][4] = (char)('0' + i);
+    keys[i] = (resv_key_t){resv_cstr("t"), resv_cstr("email"), resv_cstr(buf[i])};
+  }
+  resv_request_t r = {.op = RESV_OP_RESERVE_ALL, .owner = {resv_cstr(""), resv_cstr("o")},
+                      .attempt = resv_cstr("a"), .ttl_ms = 10, .keys = keys, .nkeys = 3};
+  resv_job_t *job = resv__job_new(NULL, &r, NULL, NULL, INT64_MAX, NULL);
+  for (int i = 0; i < 3; i++) memset(buf[i], 'x', 5), free(buf[i]);
+  memset(keys, 0, 3 * sizeof *keys);
+  free(keys);
+  ck_assert_uint_eq(job->request.nkeys, 3);
+  for (int i = 0; i < 3; i++) {
+    char want[] = "key-0";
+    want[4] = (char)('0' + i);
+    ck_assert_str_eq(job->request.keys[i].key.ptr, want);
+    ck_assert_str_eq(job->request.keys[i].ns.ptr, "email");
+    ck_assert_str_eq(job->request.keys[i].tenant.ptr, "t");
+  }
+  ck_assert_str_eq(job->request.owner.id.ptr, "o");
+  ck_assert_str_eq(job->request.attempt.ptr, "a");
+  resv__job_finish(job);
+  resv_job_destroy(job);
+}
+END_TEST
+
+/* A single-key request's stray keys pointer is never copied nor kept. */
+START_TEST(a_single_key_job_keeps_no_keys) {
+  resv_key_t k = {resv_cstr(""), resv_cstr("n"), resv_cstr("k")};
+  resv_request_t r = {.op = RESV_OP_GET, .key = k, .keys = &k, .nkeys = 1};
+  resv_job_t *job = resv__job_new(NULL, &r, NULL, NULL, INT64_MAX, NULL);
+  ck_assert_ptr_null(job->request.keys);
+  ck_assert_uint_eq(job->request.nkeys, 0);
+  ck_assert_str_eq(job->request.key.key.ptr, "k");
+  resv__job_finish(job);
+  resv_job_destroy(job);
+}
+END_TEST
+
+/* An answer of several keys owns one answer per key; reused for a single
+ * key it lists none; cleared it frees them all (ASan and valgrind see). */
+START_TEST(an_answer_of_several_keys_owns_each_answer) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  resv_str_t owner = resv_cstr("o2"), hold = resv_cstr("a1");
+  ck_assert(resv__answer_keys(&a, RESV_CONFLICT, 2, &err));
+  ck_assert(resv__answer_set(resv__answer_key(&a, 0), RESV_RESERVED, RESV_STATE_PENDING, 5, 0,
+                             NULL, &owner, &hold, 1, &err));
+  ck_assert(resv__answer_set(resv__answer_key(&a, 1), RESV_CONFLICT, RESV_STATE_CONFIRMED, 0, 3,
+                             NULL, &owner, NULL, 0, &err));
+  ck_assert_int_eq(a.status, RESV_CONFLICT);
+  ck_assert_uint_eq(a.nkeys, 2);
+  ck_assert_int_eq(a.keys[0].status, RESV_RESERVED);
+  ck_assert_str_eq(a.keys[0].holds[0].ptr, "a1");
+  ck_assert_int_eq(a.keys[1].version, 3);
+  ck_assert_str_eq(a.keys[1].owner_id.ptr, "o2");
+  ck_assert(resv__answer_keys(&a, RESV_RESERVED, 1, &err));
+  ck_assert_uint_eq(a.nkeys, 1);
+  ck_assert_int_eq(a.keys[0].status, 0);
+  ck_assert_uint_eq(a.keys[0].nholds, 0);
+  ck_assert(resv__answer_status(&a, RESV_ABSENT, &err));
+  ck_assert_ptr_null(a.keys);
+  ck_assert_uint_eq(a.nkeys, 0);
+  resv_answer_clear(&a);
+}
+END_TEST
+
 Suite *job_suite(void) {
   Suite *s = suite_create("job");
   TCase *tc = tcase_create("wait");
@@ -73,6 +147,9 @@ Suite *job_suite(void) {
   tcase_add_loop_test(tc, a_timeout_past_int64_waits_for_the_answer, 0, n);
   tcase_add_loop_test(tc, an_inbox_timeout_past_int64_waits_for_the_answer, 0, n);
   tcase_add_test(tc, a_zero_timeout_does_not_wait);
+  tcase_add_test(tc, a_job_copies_the_keys_of_a_request);
+  tcase_add_test(tc, a_single_key_job_keeps_no_keys);
+  tcase_add_test(tc, an_answer_of_several_keys_owns_each_answer);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,7 @@
 /* test_validate.c: docs/design.md section 8's `invalid`: every bad argument is
  * refused with a message naming it, and nothing is written. Also the
  * collection-name rules of docs/design.md section 3 and the open options. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tests.h"
@@ -18,43 +19,43 @@ typedef struct bad_request {
 
 static const bad_request_t bad_requests[] = {
     {"empty namespace", "key.namespace",
-     {RESV_OP_RESERVE, KEY("", "", "k"), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "", "k"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"empty key", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", ""), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", ""), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"empty owner id", "owner.id",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", ""), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", ""), S("a"), 10, 0, 0, NULL, 0}},
     {"empty attempt", "attempt",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S(""), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S(""), 10, 0, 0, NULL, 0}},
     {"empty attempt on abandon", "attempt",
-     {RESV_OP_ABANDON, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, 0, 0}},
+     {RESV_OP_ABANDON, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, 0, 0, NULL, 0}},
     {"zero ttl", "ttl",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), 0, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), 0, 0, 0, NULL, 0}},
     {"negative ttl", "ttl",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), -5, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), -5, 0, 0, NULL, 0}},
     {"huge ttl", "ttl",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), INT64_MAX, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("a"), INT64_MAX, 0, 0, NULL, 0}},
     {"negative timeout", "timeout_ms",
-     {RESV_OP_GET, KEY("", "n", "k"), OWNER("", ""), S(""), 0, 0, -1}},
+     {RESV_OP_GET, KEY("", "n", "k"), OWNER("", ""), S(""), 0, 0, -1, NULL, 0}},
     {"timeout over a day", "timeout_ms",
-     {RESV_OP_GET, KEY("", "n", "k"), OWNER("", ""), S(""), 0, 0, 24 * 3600 * 1000 + 1}},
+     {RESV_OP_GET, KEY("", "n", "k"), OWNER("", ""), S(""), 0, 0, 24 * 3600 * 1000 + 1, NULL, 0}},
     {"negative version", "version",
-     {RESV_OP_CONFIRM, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, -1, 0}},
+     {RESV_OP_CONFIRM, KEY("", "n", "k"), OWNER("", "o"), S(""), 0, -1, 0, NULL, 0}},
     {"NUL in key", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", "a\0b"), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "a\0b"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"NUL in tenant", "key.tenant",
-     {RESV_OP_RESERVE, KEY("t\0", "n", "k"), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("t\0", "n", "k"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"bad UTF-8 in key", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", "\xff"), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "\xff"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"overlong UTF-8", "key.key",
-     {RESV_OP_RESERVE, KEY("", "n", "\xc0\xaf"), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "\xc0\xaf"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"UTF-16 surrogate", "owner.id",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "\xed\xa0\x80"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "\xed\xa0\x80"), S("a"), 10, 0, 0, NULL, 0}},
     {"truncated UTF-8", "owner.tenant",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("\xe2\x82", "o"), S("a"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("\xe2\x82", "o"), S("a"), 10, 0, 0, NULL, 0}},
     {"past U+10FFFF", "attempt",
-     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("\xf4\x90\x80\x80"), 10, 0, 0}},
+     {RESV_OP_RESERVE, KEY("", "n", "k"), OWNER("", "o"), S("\xf4\x90\x80\x80"), 10, 0, 0, NULL, 0}},
     {"unknown op", "op",
-     {99, KEY("", "n", "k"), OWNER("", "o"), S("a"), 10, 0, 0}},
+     {99, KEY("", "n", "k"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0}},
 };
 
 START_TEST(bad_request_is_invalid_and_writes_nothing) {
@@ -89,7 +90,7 @@ START_TEST(strings_longer_than_max_string_are_invalid) {
   resv_store_t *store = resv_store_open(&o, &err);
   resv_type_t *t = test_fresh_type(store, "v");
   resv_answer_t a = {0};
-  resv_request_t r = {RESV_OP_RESERVE, KEY("", "n", "12345678"), OWNER("", "o"), S("a"), 10, 0, 0};
+  resv_request_t r = {RESV_OP_RESERVE, KEY("", "n", "12345678"), OWNER("", "o"), S("a"), 10, 0, 0, NULL, 0};
   ck_assert(resv_call(t, &r, &a, &err));
   r.key.key = resv_cstr("123456789");
   ck_assert(!resv_call(t, &r, &a, &err));
@@ -97,6 +98,50 @@ START_TEST(strings_longer_than_max_string_are_invalid) {
   ck_assert(strstr(err.message, "longer than 8 bytes"));
   resv_answer_clear(&a);
   resv_store_close(store);
+}
+END_TEST
+
+/* The key lists of the *_all ops: 1 to max_keys distinct valid keys;
+ * the error names the key by its place (from 1). */
+static const struct {
+  size_t n;       /* keys listed */
+  int dup;        /* >= 0: keys[n-1] repeats keys[dup] */
+  int bad;        /* >= 0: keys[bad] has an empty key */
+  const char *want;
+} bad_lists[] = {
+    {0, -1, -1, "keys: must list at least one key"},
+    {5, -1, -1, "keys: at most 4 (max_keys), got 5"},
+    {3, 0, -1, "keys[3]: the same key as keys[1]"},
+    {2, -1, 1, "keys[2].key: must not be empty"},
+};
+
+START_TEST(bad_key_lists_are_invalid) {
+  resv_key_t keys[8];
+  char names[8][8];
+  for (int i = 0; i < 8; i++) {
+    snprintf(names[i], sizeof names[i], "k%d", i);
+    keys[i] = (resv_key_t){resv_cstr(""), resv_cstr("n"), resv_cstr(names[i])};
+  }
+  size_t n = bad_lists[_i].n;
+  if (bad_lists[_i].dup >= 0) keys[n - 1] = keys[bad_lists[_i].dup];
+  if (bad_lists[_i].bad >= 0) keys[bad_lists[_i].bad].key = resv_cstr("");
+  resv_request_t r = {.op = RESV_OP_RESERVE_ALL, .owner = OWNER("", "o"), .attempt = S("a"),
+                      .ttl_ms = 10, .keys = keys, .nkeys = n};
+  resv__limits_t limits = {64, 4};
+  resv_error_t err;
+  ck_assert(!resv__validate_request(&r, &limits, &err));
+  ck_assert_int_eq(err.code, RESV_EINVALID);
+  ck_assert_str_eq(err.message, bad_lists[_i].want);
+  r.keys = keys;
+  r.nkeys = 2;
+  keys[0].key = resv_cstr("k0"), keys[1] = (resv_key_t){resv_cstr(""), resv_cstr("n"), resv_cstr("k1")};
+  ck_assert(resv__validate_request(&r, &limits, &err));
+  r.op = RESV_OP_CONFIRM_ALL, r.version = -1;
+  ck_assert(!resv__validate_request(&r, &limits, &err));
+  ck_assert_str_eq(err.message, "version: must not be negative, got -1");
+  r.op = RESV_OP_ABANDON_ALL, r.attempt = resv_cstr("");
+  ck_assert(!resv__validate_request(&r, &limits, &err));
+  ck_assert_str_eq(err.message, "attempt: must not be empty");
 }
 END_TEST
 
@@ -199,6 +244,7 @@ START_TEST(bad_options_are_invalid) {
   resv_options_t bad[] = {
       {.threads = -1}, {.queue = -1}, {.timeout_ms = -1},
       {.max_string = -2}, {.sharding = 7}, {.database = "a.b"},
+      {.max_keys = -1}, {.max_keys = 1025},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ck_assert_ptr_null(resv_store_open(&bad[i], &err));
@@ -223,6 +269,7 @@ Suite *validate_suite(void) {
   tcase_add_loop_test(tc, bad_request_is_invalid_and_writes_nothing, 0,
                       sizeof bad_requests / sizeof bad_requests[0]);
   tcase_add_test(tc, strings_longer_than_max_string_are_invalid);
+  tcase_add_loop_test(tc, bad_key_lists_are_invalid, 0, sizeof bad_lists / sizeof bad_lists[0]);
   tcase_add_test(tc, valid_utf8_is_accepted);
   tcase_add_test(tc, a_bad_byte_at_any_offset_is_seen);
   tcase_add_loop_test(tc, bad_type_names_are_invalid, 0, sizeof bad_types / sizeof bad_types[0]);

@@ -78,8 +78,15 @@ typedef struct resv_answer {
   const resv_str_t *holds; /* pending: the attempts holding it */
   size_t nholds;
   int64_t count;        /* sweep: the reservations deleted; otherwise 0 */
+  /* The *_all ops: keys[i] is the answer for request.keys[i], shaped as
+   * the single-key op's (its own keys empty); otherwise NULL and 0. Owned
+   * by this answer, like its strings. */
+  const struct resv_answer *keys;
+  size_t nkeys;
   char *storage_;        /* private */
   size_t storage_cap_;   /* private */
+  struct resv_answer *keys_; /* private: the answers of keys */
+  size_t keys_cap_;          /* private */
 } resv_answer_t;
 
 typedef enum resv_sharding {
@@ -163,6 +170,9 @@ typedef struct resv_options {
   int32_t log_level;
   /* The file store: resv_os_crash_t; default refuse. */
   int32_t on_os_crash;
+  /* Most keys of one reserve_all, confirm_all or abandon_all; default 16
+   * (1 to 1024). */
+  int32_t max_keys;
 } resv_options_t;
 
 typedef struct resv_store resv_store_t; /* a store: memory or MongoDB */
@@ -259,13 +269,26 @@ typedef enum resv_op {
   RESV_OP_ABANDON = 3,
   RESV_OP_RELEASE = 4,
   RESV_OP_GET = 5,
-  RESV_OP_SWEEP = 6  /* the type's pending reservations expired past the grace */
+  RESV_OP_SWEEP = 6, /* the type's pending reservations expired past the grace */
+  /* Several keys of one type at once (design.md section 5, "Several keys
+   * at once"): request.keys[0 .. nkeys-1], answer.keys[i] for keys[i].
+   * reserve_all: reserved when every key is now this owner's (each
+   * reserved or confirmed); else conflict, after the abandon of each key
+   * by this attempt (keys[i]: conflict with the holder, or what that
+   * abandon answered). confirm_all: confirmed when every key is, else
+   * conflict. abandon_all: abandoned (keys[i]: abandoned, kept or
+   * absent). */
+  RESV_OP_RESERVE_ALL = 7,
+  RESV_OP_CONFIRM_ALL = 8,
+  RESV_OP_ABANDON_ALL = 9
 } resv_op_t;
 
 /* One call. Which fields count depends on op:
  *   reserve: key, owner, attempt, ttl_ms     confirm: key, owner, version
  *   abandon: key, owner, attempt             release: key, owner
- *   get:     key                             sweep: none (a whole type)  */
+ *   get:     key                             sweep: none (a whole type)
+ *   reserve_all, confirm_all, abandon_all: as reserve, confirm and abandon,
+ *   with keys/nkeys instead of key: 1 to max_keys distinct keys. */
 typedef struct resv_request {
   int32_t op; /* resv_op_t */
   resv_key_t key;
@@ -274,6 +297,8 @@ typedef struct resv_request {
   int64_t ttl_ms;
   int64_t version;
   int64_t timeout_ms; /* > 0: this call's deadline; 0: the store's */
+  const resv_key_t *keys; /* the *_all ops: the keys; read as key is */
+  size_t nkeys;
 } resv_request_t;
 
 /* Runs a call and waits for its answer (or its deadline). Fills answer
@@ -503,7 +528,7 @@ bool resv_inbox_wait(resv_inbox_t *inbox, int64_t timeout_ms);
  * resv_status_t, resv_code_t, and the latency buckets, whose upper
  * bounds resv_stats_bound gives (the last is +Inf). */
 enum {
-  RESV_STATS_OPS = 7,
+  RESV_STATS_OPS = 10,
   RESV_STATS_STATUSES = 11,
   RESV_STATS_CODES = 9,
   RESV_STATS_BUCKETS = 23
@@ -515,13 +540,13 @@ enum {
  * histogram of its op (from the call to its answer, the wait for a thread
  * included). */
 typedef struct resv_stats {
-  uint64_t calls[7][11];   /* [RESV_STATS_OPS][RESV_STATS_STATUSES] */
-  uint64_t errors[7][9];   /* [RESV_STATS_OPS][RESV_STATS_CODES] */
+  uint64_t calls[10][11];  /* [RESV_STATS_OPS][RESV_STATS_STATUSES] */
+  uint64_t errors[10][9];  /* [RESV_STATS_OPS][RESV_STATS_CODES] */
   /* Cumulative, Prometheus-style: latency[op][i] counts the calls that
    * took at most resv_stats_bound(i) seconds; the last bucket (+Inf)
    * counts them all. */
-  uint64_t latency[7][23]; /* [RESV_STATS_OPS][RESV_STATS_BUCKETS] */
-  double latency_sum[7];   /* seconds, over the calls of each op */
+  uint64_t latency[10][23]; /* [RESV_STATS_OPS][RESV_STATS_BUCKETS] */
+  double latency_sum[10];   /* seconds, over the calls of each op */
   uint64_t duplicate_key_retries; /* MongoDB: upserts run again after 11000 */
   uint64_t setup_failures; /* a type's set-up (collection, format record) that failed */
   uint64_t slow_calls;     /* calls that took longer than slow_ms */

@@ -44,7 +44,8 @@ local C = require "resv.ffi"
 local BOUNDS = {}
 for i = 0, C.RESV_STATS_BUCKETS - 1 do BOUNDS[i + 1] = C.resv_stats_bound(i) end
 
-local OPS = { "reserve", "confirm", "abandon", "release", "get", "sweep" }
+local OPS = { "reserve", "confirm", "abandon", "release", "get", "sweep",
+  "reserve_all", "confirm_all", "abandon_all" }
 local FLOAT_FORMATS = { "%.15g", "%.16g" }
 
 local _M = {}
