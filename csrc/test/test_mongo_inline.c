@@ -11,6 +11,7 @@
  * forked after open never using its parent's clients. Fail points are
  * scoped to each store's appName; the silent server is an emulator of this
  * test, stopped with SIGSTOP. */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -161,6 +162,34 @@ START_TEST(a_blocking_call_held_on_the_server_answers_timeout_by_its_deadline) {
 }
 END_TEST
 
+/* Stops pid with SIGSTOP and waits until every thread of it is stopped
+ * (a thread may run on until the group stop reaches it). */
+static void stop_process(pid_t pid) {
+  ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+  for (int i = 0; i < 500; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    ck_assert_ptr_nonnull(dir);
+    bool all = true;
+    struct dirent *d;
+    while ((d = readdir(dir)) && all) {
+      if (d->d_name[0] == '.') continue;
+      char stat[320], line[512];
+      snprintf(stat, sizeof stat, "/proc/%d/task/%s/stat", (int)pid, d->d_name);
+      FILE *f = fopen(stat, "r");
+      if (!f) continue;
+      const char *end = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+      fclose(f);
+      all = end && (end[2] == 'T' || end[2] == 't');
+    }
+    closedir(dir);
+    if (all) return;
+    usleep(10 * 1000);
+  }
+  ck_abort_msg("process %d did not stop", (int)pid);
+}
+
 /* A server that stops answering altogether (its process stopped: the
  * connection stays open, nothing comes back): a blocking call with a
  * deadline much shorter than the store's timeout (and so than the URI's
@@ -174,7 +203,7 @@ START_TEST(a_silent_server_costs_a_blocking_call_its_deadline_plus_the_grace) {
   resv_answer_t a = {0};
   resv_error_t err;
   test_reserve(t, "warm", "ann", "a", 60000, &a);
-  ck_assert_int_eq(kill(e.pid, SIGSTOP), 0);
+  stop_process(e.pid);
   resv_request_t r = reserve_of("k", "ann", 400);
   int64_t start = resv__monotonic_ms();
   bool ok = resv_call(t, &r, &a, &err);
