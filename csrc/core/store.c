@@ -846,10 +846,12 @@ static bool call_blocking(resv_type_t *type, const resv_request_t *req,
   bool ok = check_open(store, err) &&
             store->ops->execute_blocking(store->backend, type, req, resv_store_now(store),
                                          deadline, answer, err);
-  atomic_fetch_sub(&store->active, 1);
+  /* Counted before the call lets go of the store: a close waiting for it
+   * frees the counters next. */
   if (!atomic_load_explicit(&store->uncounted, memory_order_relaxed))
     resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
                      resv__now_ns() - started);
+  atomic_fetch_sub(&store->active, 1);
   return ok;
 }
 
