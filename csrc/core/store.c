@@ -839,9 +839,9 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
 static bool call_blocking(resv_type_t *type, const resv_request_t *req,
                           resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
-  int64_t started = resv__now_ns();
+  int64_t started = resv__now_ns(); /* resv__monotonic_ms's clock, in ns */
   int64_t timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : store->timeout_ms;
-  int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), timeout_ms);
+  int64_t deadline = resv__add_ms_sat(started / 1000000, timeout_ms);
   atomic_fetch_add(&store->active, 1);
   bool ok = check_open(store, err) &&
             store->ops->execute_blocking(store->backend, type, req, resv_store_now(store),

@@ -14,6 +14,8 @@
  * (mongo_ops.c) still ends the command on a server that does answer. */
 #include "mongo_internal.h"
 
+#include <time.h>
+
 /* The driver's own initiator (what a client without one uses), exported
  * by libmongoc 1.23 but declared only in its private mongoc-client-private.h;
  * user_data is the client (for its TLS options). */
@@ -32,11 +34,16 @@ typedef struct deadline_stream {
 } deadline_stream_t;
 
 /* ms left until d's deadline plus the grace (at least 1), or -1 without
- * a deadline. */
+ * a deadline. Read on the coarse monotonic clock (a load, where the fine
+ * one reads the TSC), which lags the fine one by at most a tick (a few
+ * ms), against the grace's 250. */
 static int64_t left_ms(const resv__mongo_deadline_t *d) {
   if (d->deadline == INT64_MAX)
     return -1;
-  int64_t left = d->deadline + RESV__DEADLINE_GRACE_MS - resv__monotonic_ms();
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  int64_t left = d->deadline + RESV__DEADLINE_GRACE_MS - now;
   return left < 1 ? 1 : left;
 }
 
