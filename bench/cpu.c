@@ -135,6 +135,64 @@ static int64_t run_phase(phases_t *ph, int p, int n) {
   return t1 - t0;
 }
 
+/* The rounds (and a warm-up before them): each phase's CPU per call and
+ * the ratios to bare, one entry a round. */
+static void run_rounds(phases_t *ph, int calls, int rounds, double *bare, double *core,
+                       double *call, double *r_core, double *r_call) {
+  for (int round = -1; round < rounds; round++) { /* round -1 warms up */
+    int64_t ns[3] = {0, 0, 0};
+    if (RUNNING_ON_VALGRIND) {
+      /* One phase after another, each dumped: a dump zeroes every
+       * thread's counters (CALLGRIND_ZERO_STATS only the caller's), so
+       * each phase's dump holds that phase alone. */
+      static const char *const names[3] = {"bare", "core", "call"};
+      if (round == 0) CALLGRIND_DUMP_STATS_AT("before");
+      for (int p = 0; p < 3; p++) {
+        ns[p] = run_phase(ph, p, calls);
+        if (round == 0) CALLGRIND_DUMP_STATS_AT(names[p]);
+      }
+    } else {
+      /* Interleaved in blocks, the order turning each block, so that the
+       * load of a shared machine, which changes by the second, falls on
+       * the three alike. */
+      for (int done = 0, b = 0; done < calls; done += BLOCK, b++)
+        for (int k = 0; k < 3; k++) {
+          int p = (b + k) % 3;
+          ns[p] += run_phase(ph, p, calls - done < BLOCK ? calls - done : BLOCK);
+        }
+    }
+    if (round < 0) continue;
+    bare[round] = (double)ns[0] / calls / 1000.0;
+    core[round] = (double)ns[1] / calls / 1000.0;
+    call[round] = (double)ns[2] / calls / 1000.0;
+    r_core[round] = core[round] / bare[round];
+    r_call[round] = call[round] / bare[round];
+  }
+}
+
+/* The medians of the rounds, and the spread of resv_call's ratio. */
+static void print_figures(int calls, int rounds, double *bare, double *core, double *call,
+                          double *r_core, double *r_call) {
+  printf("== 2. client CPU per reserve on MongoDB (%d calls x %d rounds, medians)\n",
+         calls, rounds);
+  printf("  %-56s %8s %7s\n", "", "us/call", "ratio");
+  printf("  %-56s %8.1f %7.2f\n", "bare mongoc find_and_modify (baseline)",
+         bench_median(bare, rounds), 1.0);
+  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run on the caller's thread (no dispatcher)",
+         bench_median(core, rounds), bench_median(r_core, rounds));
+  double ratio = bench_median(r_call, rounds);
+  printf("  %-56s %8.1f %7.2f\n", "resv_call (the caller's thread, public API)",
+         bench_median(call, rounds), ratio);
+  double lo = r_call[0], hi = r_call[0];
+  for (int i = 1; i < rounds; i++) {
+    if (r_call[i] < lo) lo = r_call[i];
+    if (r_call[i] > hi) hi = r_call[i];
+  }
+  printf("  resv_call / bare over the rounds: min %.2f, median %.2f, max %.2f\n", lo,
+         ratio, hi);
+  printf("  goal resv_call <= 1.15x bare: %s\n", ratio <= 1.15 ? "met" : "NOT met");
+}
+
 int main(int argc, char **argv) {
   const char *uri = bench_uri();
   int calls = argc > 1 ? atoi(argv[1]) : DEFAULT_CALLS;
@@ -178,54 +236,9 @@ int main(int argc, char **argv) {
   double bare[MAX_ROUNDS], core[MAX_ROUNDS], call[MAX_ROUNDS], r_core[MAX_ROUNDS],
       r_call[MAX_ROUNDS];
   phases_t ph = {store, type, coll, &backend, &req, &answer};
-  for (int round = -1; round < rounds; round++) { /* round -1 warms up */
-    int64_t ns[3] = {0, 0, 0};
-    if (RUNNING_ON_VALGRIND) {
-      /* One phase after another, each dumped: a dump zeroes every
-       * thread's counters (CALLGRIND_ZERO_STATS only the caller's), so
-       * each phase's dump holds that phase alone. */
-      static const char *const names[3] = {"bare", "core", "call"};
-      if (round == 0) CALLGRIND_DUMP_STATS_AT("before");
-      for (int p = 0; p < 3; p++) {
-        ns[p] = run_phase(&ph, p, calls);
-        if (round == 0) CALLGRIND_DUMP_STATS_AT(names[p]);
-      }
-    } else {
-      /* Interleaved in blocks, the order turning each block, so that the
-       * load of a shared machine, which changes by the second, falls on
-       * the three alike. */
-      for (int done = 0, b = 0; done < calls; done += BLOCK, b++)
-        for (int k = 0; k < 3; k++) {
-          int p = (b + k) % 3;
-          ns[p] += run_phase(&ph, p, calls - done < BLOCK ? calls - done : BLOCK);
-        }
-    }
-    if (round < 0) continue;
-    bare[round] = (double)ns[0] / calls / 1000.0;
-    core[round] = (double)ns[1] / calls / 1000.0;
-    call[round] = (double)ns[2] / calls / 1000.0;
-    r_core[round] = core[round] / bare[round];
-    r_call[round] = call[round] / bare[round];
-  }
+  run_rounds(&ph, calls, rounds, bare, core, call, r_core, r_call);
   if (RUNNING_ON_VALGRIND) return 0; /* the figures are in the dumps */
-  printf("== 2. client CPU per reserve on MongoDB (%d calls x %d rounds, medians)\n",
-         calls, rounds);
-  printf("  %-56s %8s %7s\n", "", "us/call", "ratio");
-  printf("  %-56s %8.1f %7.2f\n", "bare mongoc find_and_modify (baseline)",
-         bench_median(bare, rounds), 1.0);
-  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run on the caller's thread (no dispatcher)",
-         bench_median(core, rounds), bench_median(r_core, rounds));
-  double ratio = bench_median(r_call, rounds);
-  printf("  %-56s %8.1f %7.2f\n", "resv_call (the caller's thread, public API)",
-         bench_median(call, rounds), ratio);
-  double lo = r_call[0], hi = r_call[0];
-  for (int i = 1; i < rounds; i++) {
-    if (r_call[i] < lo) lo = r_call[i];
-    if (r_call[i] > hi) hi = r_call[i];
-  }
-  printf("  resv_call / bare over the rounds: min %.2f, median %.2f, max %.2f\n", lo,
-         ratio, hi);
-  printf("  goal resv_call <= 1.15x bare: %s\n", ratio <= 1.15 ? "met" : "NOT met");
+  print_figures(calls, rounds, bare, core, call, r_core, r_call);
 
   resv_answer_clear(&answer);
   mongoc_read_prefs_destroy(backend.primary);
