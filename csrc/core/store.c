@@ -835,7 +835,8 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
 
 /* resv_call on a store whose backend runs a blocking call on the caller's
  * thread (execute_blocking) under the call's own deadline, counted as a
- * job of the dispatcher would be. */
+ * job of the dispatcher would be. False with err RESV__EWOULDBLOCK (not
+ * counted): the call is the dispatcher's. */
 static bool call_blocking(resv_type_t *type, const resv_request_t *req,
                           resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
@@ -848,7 +849,8 @@ static bool call_blocking(resv_type_t *type, const resv_request_t *req,
                                          deadline, answer, err);
   /* Counted before the call lets go of the store: a close waiting for it
    * frees the counters next. */
-  if (!atomic_load_explicit(&store->uncounted, memory_order_relaxed))
+  if ((ok || err->code != RESV__EWOULDBLOCK) &&
+      !atomic_load_explicit(&store->uncounted, memory_order_relaxed))
     resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
                      resv__now_ns() - started);
   atomic_fetch_sub(&store->active, 1);
@@ -864,8 +866,11 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
-  if (store->ops->execute_blocking) return call_blocking(type, req, answer, err);
-  if (store->ops->runs_inline || store->ops->blocking_inline) {
+  if (store->ops->execute_blocking) {
+    if (call_blocking(type, req, answer, err)) return true;
+    if (err->code != RESV__EWOULDBLOCK) return false;
+    resv__error_clear(err); /* the dispatcher's, below */
+  } else if (store->ops->runs_inline || store->ops->blocking_inline) {
     if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
       return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
     if (store->sampled && !resv__stats_sample()) {

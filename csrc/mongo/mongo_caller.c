@@ -24,6 +24,12 @@
  * resv__mongo_deadline_stream (mongo_stream.c), whose reads, writes and
  * connects end by the call's deadline plus RESV__DEADLINE_GRACE_MS.
  *
+ * One wait has no per-call bound in mongoc: a pooled client's server
+ * selection takes the URI's serverSelectionTimeoutMS (the store's
+ * timeout). A call with less time left than that, when no server is
+ * known to take writes, is handed to the dispatcher (RESV__EWOULDBLOCK),
+ * whose waiter answers at the deadline plus the grace.
+ *
  * Shutdown refuses new borrowers and wakes the waiting ones (they answer
  * RESV_ECLOSED); the store then waits for the calls still running, and
  * only then are the clients given back and the pool destroyed. A child
@@ -154,6 +160,14 @@ bool resv__mongo_execute_blocking(void *backend, resv_type_t *type,
   slot_t *s = borrow(m, deadline, err);
   if (!s)
     return false;
+  /* mongoc's pooled selection waits serverSelectionTimeoutMS whatever the
+   * call's deadline: a call that has less left and knows no server to
+   * write to leaves the wait to the dispatcher. */
+  if (deadline - resv__monotonic_ms() + RESV__DEADLINE_GRACE_MS < m->selection_ms &&
+      !resv__mongo_writable_known(s->conn.client)) {
+    give_back(m->callers, s);
+    return resv__fail(err, RESV__EWOULDBLOCK, "no server known to take writes");
+  }
   s->deadline.deadline = deadline;
   bool ok = resv__mongo_execute_on(m, &s->conn, type, req, now, deadline, answer, err);
   /* Between calls (and for the driver's endSessions at shutdown) the

@@ -75,6 +75,10 @@ bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
                             int64_t now, int64_t deadline,
                             resv_answer_t *answer, resv_error_t *err);
 
+/* Whether one of the servers the client's topology knows takes writes
+ * now (mongo_store.c). */
+bool resv__mongo_writable_known(mongoc_client_t *client);
+
 /* Forgets conn's collection handle (conn's client stays). */
 void resv__mongo_conn_forget(resv__mongo_conn_t *conn);
 
@@ -106,7 +110,11 @@ resv__mongo_callers_t *resv__mongo_callers_new(int limit);
 /* The backend's execute_blocking op: borrows a client (waiting until the
  * deadline for one when limit are lent: RESV_ETIMEOUT), whose socket
  * reads and writes end by the deadline plus RESV__DEADLINE_GRACE_MS, and
- * runs the call with it. */
+ * runs the call with it. A call that would wait for a server selection
+ * longer than its deadline allows (no server known to take writes, and
+ * less time left than serverSelectionTimeoutMS) answers
+ * RESV__EWOULDBLOCK instead: the store hands it to the dispatcher, whose
+ * waiter gives up at the deadline. */
 bool resv__mongo_execute_blocking(void *backend, resv_type_t *type,
                                   const resv_request_t *req, int64_t now,
                                   int64_t deadline, resv_answer_t *answer,

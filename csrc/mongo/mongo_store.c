@@ -230,7 +230,7 @@ static worker_t *this_worker(resv__mongo_t *m) {
 }
 
 /* Whether one of the servers the driver knows takes writes now. */
-static bool writable_known(mongoc_client_t *client) {
+bool resv__mongo_writable_known(mongoc_client_t *client) {
   size_t n = 0;
   bool writable = false;
   mongoc_server_description_t **sds =
@@ -261,7 +261,7 @@ static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
 
   if (!atomic_load_explicit(&m->pool_reached, memory_order_relaxed) ||
       left + RESV__DEADLINE_GRACE_MS >= m->selection_ms ||
-      writable_known(client))
+      resv__mongo_writable_known(client))
     return false;
   resv__fail(err, RESV_EUNAVAILABLE,
              "no server of %s takes writes now, and the call's %lld ms left are "

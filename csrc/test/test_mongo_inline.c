@@ -227,6 +227,37 @@ START_TEST(a_silent_server_costs_a_blocking_call_its_deadline_plus_the_grace) {
 }
 END_TEST
 
+/* No server at all (nothing listens on the port) and a store whose
+ * timeout, and so its server selection, is much longer than the call's
+ * deadline: the blocking call does not wait out the selection (mongoc's
+ * pooled selection takes no per-call bound), it answers by its deadline
+ * plus the grace, as a waiter of the dispatcher does. */
+START_TEST(a_short_blocking_call_never_waits_out_a_longer_server_selection) {
+  emu_t e;
+  emu_start(&e, 0, false);
+  char uri[128];
+  snprintf(uri, sizeof uri, "%s", e.uri);
+  emu_stop(&e); /* the port is free: connections are refused */
+  resv_store_t *s = emu_open(uri, (resv_options_t){.threads = 1, .timeout_ms = 6000});
+  resv_type_t *t = test_fresh_type(s, "inline");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  for (int call = 0; call < 2; call++) { /* before any answer, and after one failed */
+    resv_request_t r = reserve_of("k", "ann", 400);
+    int64_t start = resv__monotonic_ms();
+    bool ok = resv_call(t, &r, &a, &err);
+    int64_t took = resv__monotonic_ms() - start;
+    ck_assert_msg(!ok, "answered %s with no server", resv_status_name(a.status));
+    ck_assert_msg(err.code == RESV_ETIMEOUT || err.code == RESV_EUNAVAILABLE, "%s: %s",
+                  resv_code_name(err.code), err.message);
+    ck_assert_msg(took <= 400 + GRACE_MS + SLACK_MS, "call %d took %lld ms (%s)", call,
+                  (long long)took, err.message);
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 /* ---- more callers than clients ---------------------------------------- */
 
 enum { CALLERS = 6 };
@@ -471,6 +502,7 @@ Suite *mongo_inline_suite(void) {
   tcase_add_test(tc, a_blocking_call_answers_while_every_dispatcher_thread_is_held);
   tcase_add_test(tc, a_blocking_call_held_on_the_server_answers_timeout_by_its_deadline);
   tcase_add_test(tc, a_silent_server_costs_a_blocking_call_its_deadline_plus_the_grace);
+  tcase_add_test(tc, a_short_blocking_call_never_waits_out_a_longer_server_selection);
   tcase_add_test(tc, more_blocking_callers_than_clients_take_turns);
   tcase_add_test(tc, blocking_callers_without_a_client_answer_timeout_at_their_deadline);
   tcase_add_test(tc, blocking_calls_count_as_submitted_ones_do);
