@@ -162,8 +162,10 @@ bool resv__mongo_execute_blocking(void *backend, resv_type_t *type,
     return false;
   /* mongoc's pooled selection waits serverSelectionTimeoutMS whatever the
    * call's deadline: a call that has less left and knows no server to
-   * write to leaves the wait to the dispatcher. */
+   * write to leaves the wait to the dispatcher. (The list of servers is
+   * only read while the last call did not reach one.) */
   if (deadline - resv__monotonic_ms() + RESV__DEADLINE_GRACE_MS < m->selection_ms &&
+      !atomic_load_explicit(&m->last_reached, memory_order_relaxed) &&
       !resv__mongo_writable_known(s->conn.client)) {
     give_back(m->callers, s);
     return resv__fail(err, RESV__EWOULDBLOCK, "no server known to take writes");

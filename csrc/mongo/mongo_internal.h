@@ -49,6 +49,9 @@ typedef struct resv__mongo {
   resv__mongo_log_t *log; /* the store in the log handler's registry */
   int32_t selection_ms;   /* the URI's serverSelectionTimeoutMS */
   atomic_bool pool_reached; /* a call answered through the pool's clients */
+  /* The last call to end answered, or failed on something else than the
+   * server's reach (RESV_EUNAVAILABLE, RESV_ETIMEOUT). */
+  atomic_bool last_reached;
   /* The servers' clocks (mongo_skew.c): the last skew measured (server
    * minus host, ms), within skew_error_ms (-1: none measured yet); the
    * last plain hello's round trip (-1: none); the shortest reserve ttl

@@ -270,10 +270,10 @@ static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
   return true;
 }
 
-bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
-                            resv_type_t *type, const resv_request_t *req,
-                            int64_t now, int64_t deadline,
-                            resv_answer_t *answer, resv_error_t *err) {
+/* The call on conn: the topology learnt, the type set up, the operation. */
+static bool run_on(resv__mongo_t *m, resv__mongo_conn_t *conn, resv_type_t *type,
+                   const resv_request_t *req, int64_t now, int64_t deadline,
+                   resv_answer_t *answer, resv_error_t *err) {
   if (!atomic_load(&m->topology_known) &&
       !learn_topology(m, conn->client, deadline, err))
     return false;
@@ -291,10 +291,21 @@ bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
     resv__mongo_skew_ttl(m, req->ttl_ms);
   bool gone = false;
   bool ok = resv__mongo_run(m, conn->coll, req, now, deadline, answer, &gone, err);
-  if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
-    atomic_store(&m->pool_reached, true);
   if (gone)
     resv__mongo_schema_reset(type);
+  return ok;
+}
+
+bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
+                            resv_type_t *type, const resv_request_t *req,
+                            int64_t now, int64_t deadline,
+                            resv_answer_t *answer, resv_error_t *err) {
+  bool ok = run_on(m, conn, type, req, now, deadline, answer, err);
+  if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
+    atomic_store(&m->pool_reached, true);
+  bool reached = ok || (err->code != RESV_EUNAVAILABLE && err->code != RESV_ETIMEOUT);
+  if (atomic_load_explicit(&m->last_reached, memory_order_relaxed) != reached)
+    atomic_store_explicit(&m->last_reached, reached, memory_order_relaxed);
   return ok;
 }
 
