@@ -71,6 +71,7 @@ local C = require "resv.ffi"
 
 local rawget = rawget
 local pairs = pairs
+local ipairs = ipairs
 local setmetatable = setmetatable
 local pcall = pcall
 local require = require
@@ -564,6 +565,16 @@ function _M.waiting()
     n = n + 1
   end
   return n
+end
+
+-- The helpers of an nginx.conf (resv/ngx_worker.lua: the worker's store,
+-- the 503 when it is not there, every worker's counters at /metrics),
+-- loaded on first use.
+for _, name in ipairs { "open_in_worker", "store", "type", "unavailable",
+                        "publish_metrics", "serve_metrics" } do
+  _M[name] = function(...)
+    return require("resv.ngx_worker")[name](...)
+  end
 end
 
 -- Replaces the ngx table this module uses (nil: none). For tests.
