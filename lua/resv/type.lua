@@ -619,6 +619,12 @@ function Type:__tostring()
   return "resv.type: " .. ffi_string(resv_type_collection(self.handle))
 end
 
+-- The calls of several keys at once (resv/all.lua).
+require("resv.all").install(Type, {
+  key_fields = key_fields, owner_fields = owner_fields, check_type = check_type,
+  answer_table = answer_table, call_opts = call_opts, status_names = status_names,
+})
+
 _M.Type = Type
 
 return _M
