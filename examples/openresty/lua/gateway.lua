@@ -3,19 +3,23 @@
 -- POST /signup takes an e-mail address and a user name (a JSON object or a
 -- form) and, for a new owner (a fresh id per request):
 --
---   1. reserves the e-mail, then the user name (pending, ttl_ms);
+--   1. reserves the e-mail and the user name together (reserve_all:
+--      both pending for ttl_ms, or neither);
 --   2. asks the account service (a subrequest to /_account) to create the
 --      account;
---   3. confirms both reservations when the account exists, or abandons them
---      when the service failed, so the values are free again at once.
+--   3. confirms both when the account exists (confirm_all), or abandons
+--      them when the service failed (abandon_all), so the values are free
+--      again at once.
 --
 -- Answers are JSON: 201 with the owner id; 409 naming the field whose value
 -- is taken; 400 for a bad body; 502 when the account service failed; 503
 -- when the store failed (never 201 unless both values are confirmed for
 -- this owner).
 --
--- The store is opened in init_worker (never before nginx forks its
--- workers: a MongoDB client must not cross fork()). Every resv call yields
+-- The store is opened in init_worker (resv.ngx.open_in_worker: never
+-- before nginx forks its workers, a MongoDB client must not cross fork()),
+-- and a store that did not open, or a call that failed, answers 503
+-- (resv.ngx.unavailable). Every resv call yields
 -- the request's coroutine while the store works; the worker serves other
 -- requests meanwhile (lua/resv/ngx.lua).
 local resv_ngx = require "resv.ngx"
@@ -106,15 +110,16 @@ local function field(body, name)
   return v
 end
 
--- Lets go of the reservations made so far (best effort: an abandon that
--- fails leaves a pending reservation that expires after ttl_ms).
-local function abandon(users, keys, owner, attempt)
-  for i = #keys, 1, -1 do
-    local r, err = users:abandon(keys[i], owner, attempt)
-    if not r then
-      ngx.log(ngx.WARN, "resv: abandon ", keys[i].namespace, " failed: ", err)
+-- 409 naming the first field whose key another owner holds.
+local function taken(fields, r)
+  for i = 1, #fields do
+    local k = r.keys[i]
+    if k.status == "conflict" then
+      return reply(409, { error = "taken", field = fields[i][1], value = fields[i][2],
+                          state = k.state })
     end
   end
+  return reply(409, { error = "taken" })
 end
 
 local function signup()
@@ -138,28 +143,17 @@ local function signup()
   local owner = { id = "user-" .. attempt }
   local ttl = conf.ttl_ms or 30000
   -- E-mail addresses and user names are unique without regard to case.
-  local wanted = {
-    { field = "email", value = email,
-      key = { namespace = "email", key = str_lower(email) } },
-    { field = "username", value = username,
-      key = { namespace = "username", key = str_lower(username) } },
-  }
-
-  local held = {}
-  for i = 1, #wanted do
-    local w = wanted[i]
-    local r
-    r, err = users:reserve(w.key, owner, attempt, ttl)
-    if not r then
-      abandon(users, held, owner, attempt)
-      return resv_ngx.unavailable(err, "reserve " .. w.field)
-    end
-    if r.status == "conflict" then
-      abandon(users, held, owner, attempt)
-      return reply(409, { error = "taken", field = w.field, value = w.value,
-                          state = r.state })
-    end
-    held[#held + 1] = w.key
+  -- Both are held, or neither: one reserve_all.
+  local fields = { { "email", email }, { "username", username } }
+  local keys = { { namespace = "email", key = str_lower(email) },
+                 { namespace = "username", key = str_lower(username) } }
+  local r
+  r, err = users:reserve_all(keys, owner, attempt, ttl)
+  if not r then
+    return resv_ngx.unavailable(err, "reserve_all")
+  end
+  if r.status == "conflict" then
+    return taken(fields, r)
   end
 
   local res = ngx.location.capture("/_account", {
@@ -167,24 +161,20 @@ local function signup()
     body = json.encode { id = owner.id, email = email, username = username },
   })
   if res.status ~= 201 then
-    abandon(users, held, owner, attempt)
-    return reply(502, { error = "account service failed",
-                        status = res.status })
+    -- Best effort: what this fails to let go of expires after ttl_ms.
+    local _, aerr = users:abandon_all(keys, owner, attempt)
+    if aerr then ngx.log(ngx.WARN, "resv: abandon_all failed: ", aerr) end
+    return reply(502, { error = "account service failed", status = res.status })
   end
 
   -- The account exists: its creation is the owner's first fact (version 1).
-  for i = 1, #wanted do
-    local w = wanted[i]
-    local r
-    r, err = users:confirm(w.key, owner, 1)
-    if not r then
-      return resv_ngx.unavailable(err, "confirm " .. w.field)
-    end
-    if r.status ~= "confirmed" then
-      -- Our pending reservation expired and someone took the value.
-      return reply(409, { error = "taken", field = w.field, value = w.value,
-                          state = r.state })
-    end
+  r, err = users:confirm_all(keys, owner, 1)
+  if not r then
+    return resv_ngx.unavailable(err, "confirm_all")
+  end
+  if r.status ~= "confirmed" then
+    -- Our pending reservation expired and someone took the value.
+    return taken(fields, r)
   end
   return reply(201, { id = owner.id, email = email, username = username })
 end
