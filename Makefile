@@ -376,11 +376,12 @@ $(O)/bench/%: bench/%.c bench/apm.c $(wildcard bench/*.h) $(HEADERS) $(O)/libres
 	  $(LDFLAGS_ALL) $(LIBS_ALL) $(BENCH_WRAP)
 
 $(O)/bench/redis_nx: LIBS_ALL += -lhiredis
+$(O)/bench/rivals: LIBS_ALL += -lhiredis -lsqlite3
 
 # Runs every benchmark (a few minutes) and keeps the figures in
 # $(O)/bench/results.txt; bench/README.md explains them.
 # What only the benchmarks need: wrk drives the gateway, gnuplot draws.
-BENCH_PACKAGES := wrk gnuplot-nox curl
+BENCH_PACKAGES := wrk gnuplot-nox curl libsqlite3-dev
 bench-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
 

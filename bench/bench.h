@@ -66,6 +66,16 @@ static inline void bench_remove_dir(const char *dir) {
   rmdir(dir);
 }
 
+/* The machine's load averages (1, 5 and 15 minutes) as "a b c", for the
+ * figures of a benchmark whose baseline swings with the load. */
+static inline void bench_load(char *out, size_t size) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  double a = 0, b = 0, c = 0;
+  if (!f || fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3) snprintf(out, size, "unknown");
+  else snprintf(out, size, "%.2f %.2f %.2f", a, b, c);
+  if (f) fclose(f);
+}
+
 /* The MongoDB URI scripts/with-mongo hands us, or NULL. */
 static inline const char *bench_uri(void) {
   const char *uri = getenv("RESV_TEST_URI");

@@ -72,8 +72,12 @@ run "$out/filestore" 100000 2
 #    sync = disk (the default) against one page's fdatasync, and 32
 #    writers against one.
 run "$out/durability" 0.3 5
-#    and against Redis (appendfsync everysec, SET NX PX through hiredis).
-run "$out/redis_nx" 20000 3
+#    and against Redis, one request at a time (SET NX PX through hiredis):
+#    process against appendfsync everysec, disk against always.
+run "$out/redis_nx" 20000 5
+#    sync = disk, 32 writers, against SQLite (WAL, synchronous=FULL) and
+#    Redis (appendfsync always) with 32 writers each.
+run "$out/rivals" 1 5 32
 #    Its records: bytes per reservation in order and scattered, the cost
 #    of a get's neighbour and link checks, commits after a big sweep.
 run "$out/records" 100000

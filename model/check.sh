@@ -5,7 +5,7 @@
 # mutant passes. Prints each run's states and seconds, and the total time.
 #
 #   model/check.sh          what `make model` runs
-#   model/check.sh quick    a small size and four mutants (`make test`)
+#   model/check.sh quick    small sizes and five mutants (`make test`)
 #
 # MODEL_O names the work folder (default build/model); SPIN and CC the tools;
 # ONLY a pattern of the runs to do (e.g. ONLY='M_*').
@@ -69,6 +69,10 @@ THREE="-DATT0=1 -DATT1=1 -DATT2=1 -DNKEY=2 -DTTL=1 -DMAXT=2 -DGRACE=1"
 TWO_ATT="-DATT0=2 -DATT1=1 -DATT2=1 -DNKEY=1 -DTTL=1 -DMAXT=2 -DGRACE=1"
 FAIL_SZ="-DATT0=1 -DATT1=1 -DATT2=0 -DNKEY=1 -DTTL=1 -DMAXT=2 -DSWEEPS=0 -DFAILOVER"
 QUICK="-DATT0=2 -DATT1=1 -DATT2=0 -DNKEY=1 -DTTL=1 -DMAXT=2 -DGRACE=1"
+# A reserve_all of both keys by a third owner, against one or two owners
+# of one attempt each.
+ALL_SZ="-DATT0=1 -DATT1=1 -DATT2=0 -DNKEY=2 -DTTL=1 -DMAXT=2 -DGRACE=1 -DALL"
+ALL_Q="-DATT0=1 -DATT1=0 -DATT2=0 -DNKEY=2 -DTTL=1 -DMAXT=2 -DGRACE=1 -DALL"
 
 if [ "${1:-}" = quick ]; then
   # shellcheck disable=SC2086
@@ -77,12 +81,15 @@ if [ "${1:-}" = quick ]; then
   run quick-lte confirmed_lost $QUICK -DM_LTE
   run quick-reread tries $QUICK -DM_NOREREAD
   run quick-kept kept_gone $QUICK -DM_KEPT_LATE
+  run quick-all pass $ALL_Q
+  run quick-all-takeback left_hold $ALL_Q -DM_ALL_NO_TAKEBACK
 else
   # shellcheck disable=SC2086
   {
   run three-owners-two-keys pass $THREE
   run two-attempts pass $TWO_ATT
   run failover-majority pass $FAIL_SZ
+  run reserve-all pass $ALL_SZ
   # The mutants, each with the property that must catch it.
   run M_LTE confirmed_lost $THREE -DM_LTE
   run M_NO_KEEP confirmed_lost $TWO_ATT -DM_NO_KEEP
@@ -99,6 +106,8 @@ else
   # The finding of model/README.md ("What SPIN found"), now fixed: abandon
   # answering kept from its delete, as it did, is caught.
   run M_KEPT_LATE kept_gone $TWO_ATT -DM_KEPT_LATE
+  run M_ALL_NO_TAKEBACK left_hold $ALL_Q -DM_ALL_NO_TAKEBACK
+  run M_ALL_FIRST false_answer $ALL_Q -DM_ALL_FIRST
   }
 fi
 

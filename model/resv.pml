@@ -21,6 +21,13 @@
  *                   that step (no operation runs on a clock read earlier)
  *   GRANT_ONLY      check the grants alone (not that every live belief stays
  *                   backed), so a run stops at the double grant itself
+ *   ALL             one more owner (3) whose one attempt is a reserve_all
+ *                   of every key, as csrc/mongo/ sends it: the upserts of
+ *                   all keys, then a read of each, then on a conflict the
+ *                   abandon of each key by the attempt (design.md section
+ *                   5, "Several keys at once"); it uses NKEY attempt
+ *                   slots, one per key, whose holds stand for its one
+ *                   attempt id in each key's document
  *   M_*             a planted mutation; model/check.sh lists them */
 
 #ifndef ATT0
@@ -47,7 +54,12 @@
 #ifndef SWEEPS
 #define SWEEPS 1
 #endif
-#define NATT (ATT0 + ATT1 + ATT2)
+#define NSINGLE (ATT0 + ATT1 + ATT2)
+#ifdef ALL
+#define NATT (NSINGLE + NKEY) /* the reserve_all's slots come last */
+#else
+#define NATT NSINGLE
+#endif
 #define TRIES 5        /* UPSERT_TRIES of csrc/mongo/mongo_ops.c */
 #define FOREVER 255    /* a belief in a confirmed reservation */
 #define BIT(a) (1 << (a))
@@ -101,10 +113,12 @@ byte belief[NATT];
  *   kept_gone        abandon answered kept while the reservation was not
  *                    (or no longer) its owner's: checked at the step that
  *                    decides the answer
+ *   left_hold        a reserve_all answered conflict while its attempt still
+ *                    held one of its keys (ALL)
  * and the retry's own, on a local: tries < TRIES (the duplicate-key retry
  * never runs out of its bound). */
 bool double_grant, false_answer, confirmed_lost, hold_lost;
-bool kept_gone;
+bool kept_gone, left_hold;
 byte gi; /* a loop counter for the atomic steps; always 0 between them */
 Doc ans; /* the answer a step gives, for its checks; all 0 between steps */
 #define ANS_CLEAR ans.owner = 0; ans.confirmed = 0; ans.exp = 0; ans.version = 0; ans.holds = 0
@@ -313,6 +327,25 @@ inline reserve_write(a, k, now, res) {
     fi
   }
 }
+
+#ifdef ALL
+/* The reserve_all's read of key k after its upserts, at the call's clock
+ * (now): ours (this owner's, confirmed, or pending and live with the
+ * attempt among its holds, rexp its expiry) or another's. The answer is
+ * true as read; the attempt counts on a key only once the whole call
+ * answers reserved. */
+inline all_read(a, k, now, res, rexp) {
+  d_step {
+    rexp = 0;
+    if
+    :: db[k].present && db[k].owner == aowner[a] && db[k].confirmed -> res = CONFIRMED
+    :: db[k].present && db[k].owner == aowner[a] && !db[k].confirmed &&
+       db[k].exp > now && (db[k].holds & BIT(a)) != 0 -> res = RESERVED; rexp = db[k].exp
+    :: else -> res = CONFLICT
+    fi
+  }
+}
+#endif
 
 /* The confirm findAndModify: same filter; the document becomes the
  * owner's confirmed reservation, version the larger of the stored one
@@ -579,6 +612,103 @@ proctype Attempt(byte a) {
   res = 0
 }
 
+#ifdef ALL
+/* The reserve_all of owner 3 over keys 0 .. NKEY-1, slot NSINGLE + k
+ * standing for its attempt in key k. 1: the conditional upserts of every
+ * key, in either order (one update command of NKEY statements,
+ * ordered: false), each with the duplicate-key read and retry of a single
+ * reserve; 2: a read of each key; 3: on a conflict, the abandon of each
+ * key by the attempt (pull, then delete), then the check that it holds
+ * none of them; else every key is told to the attempt. Nothing the call
+ * does on one key waits for another key, so any step of anyone may come
+ * between any two of its steps. */
+proctype AllAttempt() {
+  byte k, now, tries, res, i, seen, first;
+#ifdef FAILOVER
+  byte myseq;
+#endif
+  byte got[NKEY], gexp[NKEY];
+  if
+  :: first = 0
+#if NKEY > 1
+  :: first = 1
+#endif
+  fi;
+  i = 0;
+  do
+  :: i < NKEY ->
+     k = (first + i) % NKEY;
+     upsert(OP_RESERVE, NSINGLE + k, k, TTL, res);
+     /* the upsert's own answer is not counted on: the read decides */
+     d_step { belief[NSINGLE + k] = 0 }
+     i++
+  :: else -> break
+  od;
+  now = clock;
+  seen = RESERVED;
+  i = 0;
+  do
+  :: i < NKEY ->
+     all_read(NSINGLE + i, i, now, res, gexp[i]);
+     got[i] = res;
+#ifdef M_ALL_FIRST
+     /* Mutant: only the first key's read decides the call. */
+     if :: i == 0 && res == CONFLICT -> seen = CONFLICT :: else -> skip fi;
+#else
+     if :: res == CONFLICT -> seen = CONFLICT :: else -> skip fi;
+#endif
+     i++
+  :: else -> break
+  od;
+  if
+  :: seen == CONFLICT ->
+#ifndef M_ALL_NO_TAKEBACK
+     i = 0;
+     do
+     :: i < NKEY -> abandon(NSINGLE + i, i, res); i++
+     :: else -> break
+     od;
+#endif
+     i = 0; /* a target for the break: a jump into a d_step is refused */
+     d_step {
+       i = 0;
+       do
+       :: i < NKEY ->
+          left_hold = left_hold ||
+            (db[i].present && (db[i].holds & BIT(NSINGLE + i)) != 0);
+          i++
+       :: else -> break
+       od;
+       i = 0;
+       assert(!left_hold)
+     }
+  :: else ->
+     /* reserved: true only if every key was read as ours; the attempt
+      * counts on each key from here, until the expiry its read gave (a
+      * key whose expiry has passed by now is not counted on) */
+     d_step {
+       i = 0;
+       do
+       :: i < NKEY ->
+          false_answer = false_answer || got[i] == CONFLICT;
+          belief[NSINGLE + i] = (got[i] == CONFIRMED -> FOREVER :
+                                 (got[i] == RESERVED -> gexp[i] : 0));
+          if
+          :: belief[NSINGLE + i] > clock -> grant(NSINGLE + i, i)
+          :: else -> skip
+          fi;
+          i++
+       :: else -> break
+       od;
+       i = 0;
+       assert(!false_answer);
+       backed()
+     }
+  fi;
+  i = 0; k = 0; now = 0; res = 0; seen = 0; first = 0
+}
+#endif
+
 /* The clock advances by one at any moment, up to MAXT. */
 proctype Clock() {
 end:
@@ -711,14 +841,18 @@ init {
     do
     :: a < ATT0 -> aowner[a] = 0; a++
     :: a >= ATT0 && a < ATT0 + ATT1 -> aowner[a] = 1; a++
-    :: a >= ATT0 + ATT1 && a < NATT -> aowner[a] = 2; a++
+    :: a >= ATT0 + ATT1 && a < NSINGLE -> aowner[a] = 2; a++
+    :: a >= NSINGLE && a < NATT -> aowner[a] = 3; akey[a] = a - NSINGLE; a++
     :: a == NATT -> break
     od;
     a = 0;
     do
-    :: a < NATT -> run Attempt(a); a++
+    :: a < NSINGLE -> run Attempt(a); a++
     :: else -> break
     od;
+#ifdef ALL
+    run AllAttempt();
+#endif
     run Clock();
 #if SWEEPS > 0
     run Sweeper();

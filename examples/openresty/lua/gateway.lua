@@ -63,6 +63,9 @@ function _M.init_worker(opts)
   if store_opts.path == "" then
     store_opts.path = nil -- not the file store
   end
+  if store_opts.sync == "" then
+    store_opts.sync = nil -- the file store's default
+  end
   resv_ngx.open_in_worker(store_opts)
 end
 
