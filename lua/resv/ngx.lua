@@ -9,7 +9,9 @@
 --             yielding meanwhile.
 -- and two for the nginx configuration and benchmarks:
 --   use(name)    picks the mechanism; true, or nil and an error;
---   mechanism()  the name of the mechanism in use.
+--   mechanism()  the name of the mechanism in use;
+-- and the helpers of resv/ngx_worker.lua (open_in_worker, type, unavailable,
+-- serve_metrics, ...), which load that file on their first use.
 --
 -- The mechanisms (examples/openresty/README.md has the measurements that
 -- chose the default):
@@ -567,14 +569,10 @@ function _M.waiting()
   return n
 end
 
--- The helpers of an nginx.conf (resv/ngx_worker.lua: the worker's store,
--- the 503 when it is not there, every worker's counters at /metrics),
--- loaded on first use.
+-- The helpers of an nginx.conf (resv/ngx_worker.lua), loaded on first use.
 for _, name in ipairs { "open_in_worker", "store", "type", "unavailable",
                         "publish_metrics", "serve_metrics" } do
-  _M[name] = function(...)
-    return require("resv.ngx_worker")[name](...)
-  end
+  _M[name] = function(...) return require("resv.ngx_worker")[name](...) end
 end
 
 -- Replaces the ngx table this module uses (nil: none). For tests.
