@@ -209,7 +209,7 @@ class OnMongo(unittest.TestCase):
             self.assertEqual(201, gw.signup(fresh('x') + '@example.com', name)[0])
             status, body = gw.signup(email, name.upper())
             self.assertEqual((409, 'username'), (status, body['field']))
-            # The e-mail reserved before the user name clashed was abandoned.
+            # The e-mail of the sign-up whose user name clashed stays free.
             self.assertEqual(201, gw.signup(email, fresh('bob'))[0])
 
     def test_failing_upstream_abandons_and_the_email_is_free_again(self):
