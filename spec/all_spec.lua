@@ -14,18 +14,26 @@ teardown(function() helpers.remove_backends(backends) end)
 local A, B = { id = "A" }, { id = "B" }
 local function key(k, ns) return { namespace = ns or "n", key = k } end
 
--- A key whose fields exist only through __index: each read makes a new
--- string, after a collection step and some garbage of the same sizes.
-local function computed(ns, k)
+-- A table whose fields exist only through __index: each read first runs a
+-- full collection and makes garbage of the sizes just freed, then makes
+-- its string anew from numbers (nothing else references it). A binding
+-- that kept an earlier field's string only as a pointer in a struct would
+-- hand C freed, overwritten bytes.
+local function computed(fields)
   return setmetatable({}, {
     __index = function(_, name)
-      collectgarbage("step")
-      for i = 1, 4 do local _ = format("XXXX%04dXXXXX", i) end
-      if name == "namespace" then return ns .. "" end
-      if name == "key" then return format("%s", k) end
-      return nil
+      local make = fields[name]
+      if make == nil then return nil end
+      collectgarbage()
+      for i = 1, 8 do local _ = format("XXXX%04dXXX", i) end
+      return make()
     end,
   })
+end
+
+local function computed_key(prefix, i)
+  return computed { namespace = function() return "n" end,
+                    key = function() return format("%s-%d", prefix, i) end }
 end
 
 -- Why a store cannot run these calls yet (its C side answers "the X store
@@ -150,11 +158,12 @@ for _, backend in ipairs(backends) do
         local stepmul = collectgarbage("setstepmul", 400)
         local wrong = {}
         run(function()
-          for i = 1, 150 do
-            local keys = { computed("n", "c" .. i), { namespace = "n", key = format("d-%d", i) } }
-            local owner = { id = format("user-%d", i % 7) }
+          for i = 1, 60 do
+            local keys = { computed_key("c", i), computed_key("d", i),
+                           { namespace = "n", key = format("e-%d", i) } }
+            local owner = computed { id = function() return format("user-%d", i % 7) end }
             local r, err = t:reserve_all(keys, owner, format("try-%d", i), 60000)
-            if not r or r.status ~= "reserved" or r.keys[2].owner.id ~= owner.id then
+            if not r or r.status ~= "reserved" or r.keys[2].owner.id ~= "user-" .. (i % 7) then
               wrong[#wrong + 1] = tostring(err or r.status)
             end
           end
@@ -162,8 +171,8 @@ for _, backend in ipairs(backends) do
         collectgarbage("setpause", pause)
         collectgarbage("setstepmul", stepmul)
         assert.same({}, wrong)
-        for i = 1, 150 do
-          for _, k in ipairs { "c" .. i, "d-" .. i } do
+        for i = 1, 60 do
+          for _, k in ipairs { "c-" .. i, "d-" .. i, "e-" .. i } do
             local r = assert(t:get(key(k)))
             assert.equal("pending", r.status, k)
             assert.equal("user-" .. (i % 7), r.owner.id, k)
