@@ -1,4 +1,5 @@
-/* resv.h: unique-key reservations on MongoDB or in memory.
+/* resv.h: unique-key reservations in memory, in a file store (LMDB) or on
+ * MongoDB.
  *
  * The one public header. It is written so that everything between the
  * RESV_CDEF markers can be pasted into LuaJIT's ffi.cdef: no macros in

@@ -10,7 +10,8 @@ lets the rest of the command (``writeConcern``, ``lsid``, ``$db``...) go.
 
 Of those options only the default collation changes answers here: the
 ``_id`` index and every query on the collection compare strings by it
-(MongoDB manual, "Collation"). ICU is not modelled: strength 1 compares
+(MongoDB manual, "Collation"), unless the command names a collation of
+its own (store.py's ``Collection.matching``). ICU is not modelled: strength 1 compares
 base letters (case and diacritics ignored), strength 2 ignores case
 (diacritics count), strength 3 and above compare strings as given;
 ``caseLevel: true`` makes case count at strengths 1 and 2. Both sides of a

@@ -431,7 +431,7 @@ def find(request):
     command = request.command
     with request.store.lock:
         docs = request.store.find(request.database, name, command.get('filter'),
-                                  command.get('sort'))
+                                  command.get('sort'), command.get('collation'))
         skip = command.get('skip') or 0
         limit = abs(command.get('limit') or 0)
         docs = docs[skip:skip + limit] if limit else docs[skip:]
@@ -445,7 +445,8 @@ def find(request):
 def count(request):
     name = request.collection_name()
     with request.store.lock:
-        docs = request.store.find(request.database, name, request.command.get('query'))
+        docs = request.store.find(request.database, name, request.command.get('query'),
+                                  spec=request.command.get('collation'))
     skip = request.command.get('skip') or 0
     limit = request.command.get('limit') or 0
     docs = docs[skip:skip + limit] if limit else docs[skip:]
@@ -516,20 +517,23 @@ def update(request):
             if key is not None:
                 sharding.check_update(key, statement)
             query, change = statement.get('q', {}), statement.get('u', {})
+            filters = updates.array_filters(statement.get('arrayFilters'), change)
             with request.store.lock:
                 if statement.get('multi'):
                     if not isinstance(change, list) and not updates.is_operator_update(change):
                         raise CommandError(9, 'multi update is not supported for '
                                            'replacement-style update')
                     matched, changed = request.store.update_many(
-                        request.database, name, query, change)
+                        request.database, name, query, change, filters,
+                        statement.get('collation'))
                     n, modified = n + matched, modified + changed
                     if matched or not statement.get('upsert'):
                         continue
                     # An upsert matching nothing inserts one document, multi
                     # or not (MongoDB's update command).
                 before, after, inserted = request.store.update_one(
-                    request.database, name, query, change, bool(statement.get('upsert')))
+                    request.database, name, query, change, bool(statement.get('upsert')),
+                    filters=filters, spec=statement.get('collation'))
             if inserted:
                 n += 1
                 upserted.append(SON([('index', index), ('_id', after['_id'])]))
@@ -559,7 +563,8 @@ def delete(request):
             with request.store.lock:
                 n += len(request.store.delete(request.database, name, statement.get('q', {}),
                                               statement.get('limit', 0),
-                                              work=_document_work(request)))
+                                              work=_document_work(request),
+                                              spec=statement.get('collation')))
         except CommandError as error:
             if error.code == 50:
                 raise  # an interruption fails the whole command, as on MongoDB
@@ -603,17 +608,18 @@ def find_and_modify(request):
     change = command.get('update')
     if remove == (change is not None):
         raise CommandError(9, 'Either an update or remove=true must be specified')
+    filters = None if remove else updates.array_filters(command.get('arrayFilters'), change)
     last_error = SON()
     with request.store.lock:
         if remove:
             deleted = request.store.delete(request.database, name, query, 1,
-                                           command.get('sort'))
+                                           command.get('sort'), spec=command.get('collation'))
             value = deleted[0] if deleted else None
             last_error['n'] = len(deleted)
         else:
             before, after, inserted = request.store.update_one(
                 request.database, name, query, change, bool(command.get('upsert')),
-                command.get('sort'))
+                command.get('sort'), filters, command.get('collation'))
             value = after if command.get('new') else before
             last_error['n'] = 1 if after is not None else 0
             last_error['updatedExisting'] = before is not None

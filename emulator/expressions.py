@@ -252,6 +252,53 @@ class Expression(_Parser):
         return [SON([('k', k), ('v', v)]) for k, v in value.items()]
 
 
+    def _set_field(self, operator, arg):
+        """$setField (MongoDB 5.0+): input with field set to value, in place
+        when present, else appended; value $$REMOVE removes it; a null or
+        missing input is null. field is a constant string (a $literal one
+        may start with $ or hold dots: that is its purpose)."""
+        if not isinstance(arg, dict):
+            raise OperationFailure('$setField only supports an object as its argument',
+                                   code=4161100)
+        for key in arg:
+            if key not in ('field', 'input', 'value'):
+                raise OperationFailure('$setField found an unknown argument: %s' % key,
+                                       code=4161101)
+        for key, code in (('field', 4161102), ('value', 4161103), ('input', 4161109)):
+            if key not in arg:
+                raise OperationFailure("$setField requires '%s' to be specified" % key,
+                                       code=code)
+        field = arg['field']
+        if isinstance(field, dict) and list(field) == ['$literal']:
+            field = field['$literal']
+        elif isinstance(field, str) and field.startswith('$'):
+            raise OperationFailure("$setField: '%s' is a field path reference, which is not "
+                                   "allowed here: did you mean {$literal: '%s'}?"
+                                   % (field, field), code=4161108)
+        if not isinstance(field, str):
+            raise OperationFailure("$setField requires 'field' to evaluate to type String, "
+                                   'but got %s' % type_name(field),
+                                   code=4161106 if isinstance(field, dict) else 4161107)
+        return self._set_field_of(field, self.value(arg['input']), self.value(arg['value']))
+
+    @staticmethod
+    def _set_field_of(field, source, value):
+        if source is MISSING or source is None:
+            return None
+        if not isinstance(source, dict):
+            raise OperationFailure("$setField requires 'input' to evaluate to type Object",
+                                   code=4161105)
+        out = SON()
+        for key, sub in source.items():
+            if key != field:
+                out[key] = sub
+            elif value is not MISSING:
+                out[key] = value
+        if field not in source and value is not MISSING:
+            out[field] = value
+        return out
+
+
 def _query_expr(expression, document, ignore_missing_keys=True):
     """$expr in a query: the expression's value, as a boolean."""
     return truthy(Expression(document).value(expression))
@@ -268,4 +315,5 @@ Expression._HANDLERS = dict(
        '$ifNull': Expression._if_null, '$max': Expression._max_min,
        '$min': Expression._max_min, '$add': Expression._add, '$in': Expression._in,
        '$setUnion': Expression._set_union, '$filter': Expression._filter,
-       '$map': Expression._map, '$objectToArray': Expression._object_to_array})
+       '$map': Expression._map, '$objectToArray': Expression._object_to_array,
+       '$setField': Expression._set_field})

@@ -64,11 +64,21 @@ class Collection:
     def namespace(self):
         return '%s.%s' % (self.database, self.name)
 
-    def matching(self, query):
+    def matching(self, query, spec=None):
         """Documents matching query, in natural order (a plain _id equality
-        is looked up in the _id index first)."""
-        query = query or {}
-        if '_id' in query and updates.is_equality(query['_id']):
+        is looked up in the _id index first). spec: the command's collation,
+        which replaces the collection's default one (MongoDB manual,
+        "Collation": an operation's collation, else the collection's); the
+        _id index, built with the default one, then serves only when the two
+        compare strings alike."""
+        query, fold, indexed = query or {}, self._fold, True
+        if spec is not None:
+            full = collation.full_collation(spec)
+            fold = collation.folder(full)
+            indexed = full == self.collation or (fold is None and self._fold is None)
+        if not indexed:
+            candidates = list(self.documents.values())
+        elif '_id' in query and updates.is_equality(query['_id']):
             doc = self.documents.get(self.key(query['_id']))
             candidates = [doc] if doc is not None else []
         elif '_id' in query and isinstance(query['_id'], dict) and \
@@ -83,11 +93,24 @@ class Collection:
         else:
             candidates = list(self.documents.values())
         try:
-            if self._fold is not None:
-                folded = collation.fold_query(query, self._fold)
+            if fold is not None:
+                folded = collation.fold_query(query, fold)
                 return [doc for doc in candidates
-                        if filter_applies(folded, collation.fold_value(doc, self._fold))]
+                        if filter_applies(folded, collation.fold_value(doc, fold))]
             return [doc for doc in candidates if filter_applies(query, doc)]
+        except OperationFailure as error:
+            raise CommandError(error.code or 2, str(error))
+        except NotImplementedError as error:
+            raise CommandError(2, str(error))
+
+    def applies(self, query, doc, spec=None):
+        """Whether doc matches query, under spec or the default collation."""
+        fold = self._fold if spec is None else collation.folder(collation.full_collation(spec))
+        try:
+            if fold is not None:
+                return filter_applies(collation.fold_query(query or {}, fold),
+                                      collation.fold_value(doc, fold))
+            return filter_applies(query or {}, doc)
         except OperationFailure as error:
             raise CommandError(error.code or 2, str(error))
         except NotImplementedError as error:
@@ -130,16 +153,16 @@ def sort_documents(docs, sort):
     return docs
 
 
-def updated(doc, update, inserting):
+def updated(doc, update, inserting, filters=None):
     """The document after an update: a pipeline (list), operators or a
-    replacement."""
+    replacement (filters: updates.array_filters()'s table)."""
     if isinstance(update, list):
         try:
             return apply_pipeline(doc, update)
         except OperationFailure as error:  # an expression's own error code
             raise CommandError(error.code or 2, str(error))
     if updates.is_operator_update(update):
-        return updates.apply_operators(doc, update, inserting)
+        return updates.apply_operators(doc, update, inserting, filters)
     return updates.replace(doc, update)
 
 
@@ -199,20 +222,23 @@ class Store:
         elif kind == 'indexes':
             collection.indexes = list(entry[3])
 
-    def find(self, database, name, query, sort=None):
+    def find(self, database, name, query, sort=None, spec=None):
+        """spec, here and in the writes: the command's collation."""
         collection = self.collection(database, name)
         if collection is None:
             return []
-        return sort_documents(collection.matching(query), sort)
+        return sort_documents(collection.matching(query, spec), sort)
 
-    def update_one(self, database, name, query, update, upsert, sort=None):
+    def update_one(self, database, name, query, update, upsert, sort=None, filters=None,
+                   spec=None):
         """Update the first match, or upsert. Returns (before, after,
-        upserted): before is None for an upsert, after None for no match."""
+        upserted): before is None for an upsert, after None for no match.
+        filters: updates.array_filters()'s table of the statement."""
         collection = self.collection(database, name, create=upsert)
-        matches = sort_documents(collection.matching(query), sort) if collection else []
+        matches = sort_documents(collection.matching(query, spec), sort) if collection else []
         if matches:
             before = matches[0]
-            after = updated(copy.deepcopy(before), update, inserting=False)
+            after = updated(copy.deepcopy(before), update, inserting=False, filters=filters)
             collection.replace(before, after)
             return before, after, False
         if not upsert:
@@ -221,22 +247,22 @@ class Store:
         if not isinstance(update, list) and not updates.is_operator_update(update):
             seed = updates.with_id_first(SON([('_id', seed['_id'])] + list(update.items())))
         else:
-            seed = updated(seed, update, inserting=True)
+            seed = updated(seed, update, inserting=True, filters=filters)
         # The filter did not match; if a document has this _id anyway the
         # insert fails with E11000 and, as on the server, is not retried.
         return None, collection.insert(seed), True
 
-    def update_many(self, database, name, query, update):
+    def update_many(self, database, name, query, update, filters=None, spec=None):
         collection = self.collection(database, name)
         changed = 0
-        matches = collection.matching(query) if collection else []
+        matches = collection.matching(query, spec) if collection else []
         for before in matches:
-            after = updated(copy.deepcopy(before), update, inserting=False)
+            after = updated(copy.deepcopy(before), update, inserting=False, filters=filters)
             collection.replace(before, after)
             changed += after != before
         return len(matches), changed
 
-    def delete(self, database, name, query, limit, sort=None, work=None):
+    def delete(self, database, name, query, limit, sort=None, work=None, spec=None):
         """Delete the first match (limit 1) or all; returns the deleted docs.
         work, when given, is called before each document is deleted: it may
         release the lock for a while (MongoDB's yields) or raise (the
@@ -246,7 +272,7 @@ class Store:
         collection = self.collection(database, name)
         if collection is None:
             return []
-        matches = sort_documents(collection.matching(query), sort)
+        matches = sort_documents(collection.matching(query, spec), sort)
         if limit:
             matches = matches[:1]
         deleted = []
@@ -256,7 +282,7 @@ class Store:
                 if self.collection(database, name) is not collection:
                     break  # dropped meanwhile
                 doc = collection.documents.get(id_key(doc['_id']))
-                if doc is None or not filter_applies(query or {}, doc):
+                if doc is None or not collection.applies(query, doc, spec):
                     continue
             collection.remove(doc)
             deleted.append(doc)

@@ -9,7 +9,12 @@ back as SON. What mongomock does not do the way MongoDB does is here:
   (``{f: v}``, ``{f: {$eq: v}}``, also inside a top-level ``$and`` or a
   one-clause ``$or``) seed it; a ``$or`` of several clauses seeds nothing;
 - projections keep the stored document's field order (mongomock moves
-  ``_id`` last).
+  ``_id`` last);
+- ``arrayFilters`` and the positional operators ``$[]`` and
+  ``$[<identifier>]`` (MongoDB 3.6+), which mongomock has not: each path
+  naming them is expanded here, for the document at hand, into the paths of
+  the array elements it designates, and mongomock applies the operator to
+  those.
 """
 
 import copy
@@ -20,6 +25,8 @@ import mongomock
 from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.son import SON
+
+from mongomock.filtering import filter_applies
 
 from .errors import CommandError
 from .ordered import to_son
@@ -92,12 +99,115 @@ def is_operator_update(update):
     return bool(operators)
 
 
-def apply_operators(doc, update, inserting):
+_IDENTIFIER = re.compile(r'^[a-z][a-zA-Z0-9]*$')
+_POSITIONAL = re.compile(r'^\$\[(.*)\]$')
+
+
+def array_filters(filters, update):
+    """The update statement's arrayFilters as {identifier: filter}, checked
+    against the update as MongoDB parses them (manual, "$[<identifier>]"):
+    each filter's top-level fields name one identifier, an alphanumeric
+    string beginning with a lowercase letter (BadValue, 2); one filter per
+    identifier (FailedToParse, 9); each identifier of a path has its filter
+    (BadValue, 2) and each filter is used (FailedToParse, 9); a pipeline
+    update takes none (InvalidOptions, 72)."""
+    if filters is None:
+        filters = []
+    if isinstance(update, list):
+        if filters:
+            raise CommandError(72, 'arrayFilters may not be specified for pipeline-style '
+                               'updates')
+        return {}
+    if not isinstance(filters, list):
+        raise CommandError(14, "BSON field 'arrayFilters' is the wrong type, expected "
+                           'type array')
+    table = {}
+    for entry in filters:
+        names = {key.split('.')[0] for key in entry} if isinstance(entry, dict) else set()
+        if len(names) != 1:
+            raise CommandError(9, 'Error parsing array filter :: caused by :: Expected a '
+                               'single top-level field name, found %d' % len(names))
+        name, = names
+        if not _IDENTIFIER.match(name):
+            raise CommandError(2, 'Error parsing array filter :: caused by :: The top-level '
+                               'field name must be an alphanumeric string beginning with a '
+                               "lowercase letter, found '%s'" % name)
+        if name in table:
+            raise CommandError(9, 'Found multiple array filters with the same top-level '
+                               "field name %s" % name)
+        table[name] = entry
+    used = set()
+    for fields in update.values():
+        for path in (fields if isinstance(fields, dict) else {}):
+            for part in path.split('.'):
+                found = _POSITIONAL.match(part)
+                if found and found.group(1):
+                    if found.group(1) not in table:
+                        raise CommandError(2, "No array filter found for identifier '%s' in "
+                                           "path '%s'" % (found.group(1), path))
+                    used.add(found.group(1))
+    for name in table:
+        if name not in used:
+            raise CommandError(9, "The array filter for identifier '%s' was not used in the "
+                               'update %s' % (name, dict(update)))
+    return table
+
+
+def _expand(value, parts, done, table):
+    """The concrete paths (dotted, with indexes) that parts designate in
+    value, reached by the path prefix done."""
+    if not parts:
+        return ['.'.join(done)]
+    found = _POSITIONAL.match(parts[0])
+    if found is None:
+        if isinstance(value, dict):
+            child = value.get(parts[0], _ABSENT)
+        elif isinstance(value, list) and parts[0].isdigit() and int(parts[0]) < len(value):
+            child = value[int(parts[0])]
+        else:
+            child = _ABSENT
+        if child is _ABSENT and any(_POSITIONAL.match(p) for p in parts[1:]):
+            raise CommandError(2, "The path '%s' must exist in the document in order to apply "
+                               'array updates.' % '.'.join(done + parts[:1]))
+        return _expand(child, parts[1:], done + parts[:1], table)
+    if not isinstance(value, list):
+        raise CommandError(2, 'Cannot apply array updates to non-array element %s: %r'
+                           % ('.'.join(done), value))
+    name, out = found.group(1), []
+    for index, element in enumerate(value):
+        if not name or filter_applies(table[name], {name: element}):
+            out += _expand(element, parts[1:], done + [str(index)], table)
+    return out
+
+
+class _Absent:
+    pass
+
+
+_ABSENT = _Absent()
+
+
+def _positional_fields(doc, fields, table):
+    """An operator's fields with each $[] / $[<identifier>] path replaced by
+    the concrete paths it designates in doc (none when no element matches)."""
+    out = SON()
+    for path, value in fields.items():
+        parts = path.split('.')
+        if not any(_POSITIONAL.match(p) for p in parts):
+            out[path] = value
+            continue
+        for concrete in _expand(doc, parts, [], table):
+            out[concrete] = copy.deepcopy(value)
+    return out
+
+
+def apply_operators(doc, update, inserting, filters=None):
     """Apply an update operator document to doc with mongomock.
 
     On insert, $setOnInsert joins $set; otherwise it is dropped. Since
     MongoDB 5.0 the fields of an operator are applied in lexicographic order
-    (so new fields are appended in that order); they are sorted here."""
+    (so new fields are appended in that order); they are sorted here.
+    filters: array_filters()'s table, for the paths with $[...]."""
     ops = SON()
     for operator, fields in update.items():
         if operator == '$setOnInsert':
@@ -105,6 +215,7 @@ def apply_operators(doc, update, inserting):
                 continue
             operator = '$set'
         if isinstance(fields, dict):
+            fields = _positional_fields(doc, fields, filters or {})
             merged = SON(ops.get(operator, SON()))
             merged.update(fields)
             fields = SON(sorted(merged.items()))

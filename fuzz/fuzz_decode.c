@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mongo_internal.h"
+#include "doc.h"
 
 static void check(bool cond, const char *what) {
   if (!cond) {

@@ -11,7 +11,7 @@
  * A job destroyed by its caller is unlinked here, and marked so that a
  * worker finishing it later does not append it. The inbox is reference
  * counted by its jobs, so it outlives every job that may still reach it. */
-#include "internal.h"
+#include "dispatch.h"
 
 #include <errno.h>
 #include <poll.h>

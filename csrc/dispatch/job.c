@@ -12,7 +12,7 @@
  * caller that sees done == true sees the answer), wakes threads blocked in
  * resv_job_wait, and appends the job to its inbox unless the caller already
  * destroyed it. */
-#include "internal.h"
+#include "dispatch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +90,13 @@ resv_job_t *resv__job_new(resv_type_t *type, const resv_request_t *request,
 }
 
 void resv__job_finish(resv_job_t *job) {
-  /* Counted before it is done: the store may go once a waiter sees it. */
-  if (job->started_ns) resv__store_count_job(job);
+  /* Counted before it is done: the counters may go once a waiter sees it. */
+  if (job->stats) {
+    bool ok = job->error.code == RESV_OK;
+    resv__stats_call(job->stats, job->request.op, ok,
+                     ok ? job->answer.status : job->error.code,
+                     resv__now_ns() - job->started_ns);
+  }
   pthread_mutex_lock(&job->mutex);
   atomic_store_explicit(&job->done, true, memory_order_release);
   pthread_mutex_unlock(&job->mutex);

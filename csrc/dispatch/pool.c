@@ -11,7 +11,7 @@
  *
  * Shutdown answers the queued jobs RESV_ECLOSED, lets the running ones end
  * (the MongoDB calls are bounded by their socket timeouts) and joins. */
-#include "internal.h"
+#include "dispatch.h"
 
 #include <stdlib.h>
 #include <string.h>

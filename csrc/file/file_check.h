@@ -15,7 +15,7 @@
 #ifndef RESV_FILE_CHECK_H
 #define RESV_FILE_CHECK_H
 
-#include "internal.h"
+#include "base.h"
 
 #include <lmdb.h>
 #include <stdatomic.h>

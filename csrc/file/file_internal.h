@@ -5,12 +5,12 @@
  * every call in a transaction: inline for sync = "process", through group
  * commit on the dispatcher for sync = "disk". file_ops.c is what runs
  * inside a transaction: the rules of docs/design.md section 5 over the records
- * (file_record.h) and the reclaiming of expired reservations. The rest of the core sees only resv__file_open
- * (internal.h). */
+ * (file_record.h) and the reclaiming of expired reservations. The store
+ * sees only resv__file_open (file.h). */
 #ifndef RESV_FILE_INTERNAL_H
 #define RESV_FILE_INTERNAL_H
 
-#include "internal.h"
+#include "backend.h"
 
 #include <lmdb.h>
 

@@ -30,7 +30,7 @@
 #ifndef RESV_FILE_RECORD_H
 #define RESV_FILE_RECORD_H
 
-#include "internal.h"
+#include "base.h"
 
 #include <lmdb.h>
 

@@ -9,7 +9,7 @@
 #ifndef RESV_FILE_STATE_H
 #define RESV_FILE_STATE_H
 
-#include "internal.h"
+#include "base.h"
 
 #include <lmdb.h>
 #include <pthread.h>

@@ -62,6 +62,7 @@
  * share it through a registry counted by reference; a child after fork()
  * never uses its parent's (store.c answers closed, and a store the child
  * opens gets its own environment). */
+#include "file.h"
 #include "file_internal.h"
 #include "file_check.h"
 #include "file_state.h"
@@ -149,6 +150,7 @@ typedef struct file {
   int64_t timeout_ms; /* the store's, for the calls that give none */
   int32_t max_holds;
   bool no_create; /* the option: a type's database is never created */
+  resv__stats_t *stats; /* where set-up failures are counted (NULL: nowhere) */
 } file_t;
 
 /* A write waiting for its group commit; lives on its caller's stack. */
@@ -661,7 +663,7 @@ static bool type_ready(file_t *f, resv_type_t *type, int64_t deadline, resv_erro
       ft->dbi = dbi;
       atomic_store_explicit(&ft->ready, true, memory_order_release);
     } else if (err && err->code != RESV__EWOULDBLOCK) {
-      resv__type_count(type, RESV__STAT_SETUP_FAILURE);
+      resv__stats_count(f->stats, RESV__STAT_SETUP_FAILURE);
     }
   }
   pthread_mutex_unlock(&e->setup);
@@ -1131,8 +1133,8 @@ static bool absolute_path(const char *given, char out[PATH_ROOM], resv_error_t *
   return true;
 }
 
-void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
-                      resv_error_t *err) {
+void *resv__file_open(const resv_options_t *o, resv__stats_t *stats,
+                      const resv__backend_ops_t **ops, resv_error_t *err) {
   int64_t map_size = o->map_size ? o->map_size : DEFAULT_MAP_SIZE;
   if (map_size < MIN_MAP_SIZE || map_size > MAX_MAP_SIZE) {
     resv__fail(err, RESV_EINVALID, "map_size: must be from %lld to %lld bytes, got %lld",
@@ -1166,6 +1168,7 @@ void *resv__file_open(const resv_options_t *o, const resv__backend_ops_t **ops,
   f->grace_ms = o->sweep_grace_ms ? o->sweep_grace_ms : DEFAULT_GRACE_MS;
   f->max_holds = o->max_holds ? o->max_holds : RESV__DEFAULT_MAX_HOLDS;
   f->no_create = o->no_create != 0;
+  f->stats = stats;
   f->timeout_ms = o->timeout_ms ? o->timeout_ms : RESV__DEFAULT_TIMEOUT_MS;
 
   pthread_once(&registry_once, registry_atfork);

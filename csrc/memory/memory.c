@@ -35,7 +35,7 @@
  * entry or two, a cache miss each, for nothing. A stripe that emptied
  * gives back buckets (halving at an eighth full). sweep (RESV_OP_SWEEP)
  * walks every stripe at once, for whoever wants the count. */
-#include "internal.h"
+#include "memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>

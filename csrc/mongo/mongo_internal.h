@@ -2,14 +2,17 @@
  *
  * mongo_store.c opens the connection pool and owns the backend; it hands
  * each call to mongo_schema.c (the type's one-time set-up) and then to
- * mongo_ops.c (the operation, its documents written with mongo_bson.h's
- * small BSON writer). mongo_decode.c turns a stored document into
- * its parts, mongo_error.c turns a driver error into a resv_error_t. The
- * rest of the core sees only resv__mongo_open (internal.h). */
+ * mongo_ops.c (the operation, its documents written with doc_bson.h's
+ * small BSON writer). The format-1 document is csrc/doc/'s (doc.h);
+ * mongo_error.c turns a driver error into a resv_error_t. The store sees
+ * only resv__mongo_open (mongo.h). Only csrc/mongo/ includes this header:
+ * it is the one that brings in the driver's. */
 #ifndef RESV_MONGO_INTERNAL_H
 #define RESV_MONGO_INTERNAL_H
 
-#include "internal.h"
+#include "backend.h"
+#include "doc.h"
+#include "mongo.h"
 
 #include <mongoc/mongoc.h>
 
@@ -34,9 +37,9 @@ typedef struct resv__mongo {
   bson_t *conforms; /* resv__mongo_conforms_new, in every write's filter */
   int32_t max_holds; /* the store's option: most holds of a reservation */
   int64_t grace_ms;  /* sweep_grace_ms: what sweep leaves of the expired */
-  /* The store, for its counters (duplicate-key retries): set by the first
-   * type's init; NULL for a backend made by hand (tests, bench/cpu.c). */
-  _Atomic(resv_store_t *) store;
+  /* Where duplicate-key retries and set-up failures are counted; NULL
+   * for a backend made by hand (tests, bench/cpu.c). */
+  resv__stats_t *stats;
   /* Each dispatcher thread's client and last collection handle
    * (mongo_store.c), kept between jobs; the key's destructor gives the
    * client back to the pool when the thread ends. */
@@ -122,45 +125,6 @@ bool resv__mongo_fail_reply(const resv__mongo_t *m, resv_error_t *err,
  * edited in place) with "***". */
 void resv__mongo_scrub(const resv__mongo_t *m, char *s);
 
-/* ---- Documents (mongo_decode.c) -------------------------------------- */
-
-/* A stored reservation, its strings pointing into the document it was
- * read from (valid while that bson_t lives). */
-typedef struct resv__mongo_doc {
-  resv_key_t key;
-  resv_owner_t owner;
-  int32_t state;      /* RESV_STATE_PENDING or RESV_STATE_CONFIRMED */
-  int64_t expires_at; /* pending */
-  int64_t version;    /* confirmed */
-  resv_str_t *holds;  /* pending; malloc'd, freed by resv__mongo_doc_free */
-  size_t nholds;
-} resv__mongo_doc_t;
-
-/* Parses doc strictly against the format-1 layout (docs/design.md section 3): field
- * order, types, UTF-8, the state's fields and no others. Anything else
- * fails with RESV_EFORMAT (or RESV_ENOMEM); out then needs no freeing. */
-bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
-                        resv_error_t *err);
-void resv__mongo_doc_free(resv__mongo_doc_t *doc);
-
-/* A new aggregation expression (bson_destroy it) that the server finds
- * true for exactly the documents resv__mongo_decode accepts, bar the
- * bytes of their strings. mongo_ops.c puts it in every write's filter as
- * $expr. Cannot fail (out of memory aborts). */
-bson_t *resv__mongo_conforms_new(void);
-
-/* True when the document's owner is owner (bytewise). */
-bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,
-                              const resv_owner_t *owner);
-
-/* Fills answer with status and the document's reservation data: owner,
- * state, and expires_at (pending) or version (confirmed); a pending one's
- * holds too when with_holds (a conflict does not show another owner's
- * attempts). */
-bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
-                            bool with_holds, resv_answer_t *answer,
-                            resv_error_t *err);
-
 /* ---- Types (mongo_schema.c) ------------------------------------------ */
 
 bool resv__mongo_type_init(void *backend, resv_type_t *type,
@@ -205,13 +169,6 @@ int64_t resv__mongo_max_time_ms(int64_t deadline);
 bool resv__mongo_put(const resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_scan_entry_t *e, int64_t deadline, int32_t *outcome,
                      resv_error_t *err);
-/* The format-1 document of entry e into w (initialised by it; the caller
- * frees it with resv__bw_free), as both stores write it (mongo_put.c). */
-struct resv__bw;
-void resv__scan_entry_encode(const resv_scan_entry_t *e, struct resv__bw *w);
-/* True when the decoded document d is the reservation e describes. */
-bool resv__scan_entry_matches(const resv_scan_entry_t *e, const resv__mongo_doc_t *d);
-
 /* One page of resv_type_scan over coll (mongo_scan.c). */
 bool resv__mongo_scan(const resv__mongo_t *m, mongoc_collection_t *coll,
                       const resv_str_t *after, size_t limit, int64_t now,

@@ -35,7 +35,7 @@
  * read answers RESV_EFORMAT; an abandon or release that matched nothing
  * reads the key once to tell RESV_ABSENT from RESV_EFORMAT. */
 #include "mongo_internal.h"
-#include "mongo_bson.h"
+#include "doc_bson.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -74,7 +74,7 @@ static bool put_max_time(resv__bw_t *w, int64_t deadline, const char *what,
   return true;
 }
 
-/* The documents are written with mongo_bson.h straight from the request's
+/* The documents are written with doc_bson.h straight from the request's
  * (pointer, length) strings: no NUL-terminated copies, no BCON (which
  * parsed its varargs token by token and strlen'd every key: half of a
  * reserve's client instructions, bench/README.md section 2), no libbson
@@ -178,7 +178,7 @@ static void put_holds_or_empty(resv__bw_t *w, const char *key,
   resv__bw_end(w, if_null);
 }
 
-/* $expr: the conformance predicate (mongo_decode.c), so a write never
+/* $expr: the conformance predicate (doc_decode.c), so a write never
  * matches a document that is not a format-1 reservation. */
 static void put_conforms(resv__bw_t *w, const resv__mongo_t *m) {
   resv__bw_bson(w, K("$expr"), m->conforms);
@@ -588,9 +588,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
       break;
     }
     bson_destroy(&reply);
-    resv__store_count(atomic_load_explicit(&((resv__mongo_t *)m)->store,
-                                           memory_order_acquire),
-                      RESV__STAT_DUPLICATE_RETRY);
+    resv__stats_count(m->stats, RESV__STAT_DUPLICATE_RETRY);
     /* Someone else's document stood in the way. Whose? */
     if (!read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held, &found, NULL,
                   err)) {

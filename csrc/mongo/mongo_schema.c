@@ -71,9 +71,6 @@ bool resv__mongo_type_init(void *backend, resv_type_t *type,
   pthread_mutex_init(&st->mutex, NULL);
   atomic_init(&st->ready, false);
   type->backend_state = st;
-  /* Every type names the same store: where the backend counts. */
-  atomic_store_explicit(&((resv__mongo_t *)backend)->store, type->store,
-                        memory_order_release);
   return true;
 }
 
@@ -459,7 +456,7 @@ bool resv__mongo_schema_ready(resv__mongo_t *m, resv_type_t *type,
         st->retry_at = 0;
         atomic_store_explicit(&st->ready, true, memory_order_release);
       } else {
-        resv__type_count(type, RESV__STAT_SETUP_FAILURE);
+        resv__stats_count(m->stats, RESV__STAT_SETUP_FAILURE);
         st->backoff_ms = st->backoff_ms ? st->backoff_ms * 2
                                         : SETUP_BACKOFF_FIRST_MS;
         if (st->backoff_ms > SETUP_BACKOFF_MOST_MS)

@@ -441,9 +441,9 @@ static const resv__backend_ops_t mongo_ops = {
     .destroy = mongo_destroy,
 };
 
-void *resv__mongo_open(const resv_options_t *options, char *database,
-                       size_t database_size, const resv__backend_ops_t **ops,
-                       resv_error_t *err) {
+void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
+                       char *database, size_t database_size,
+                       const resv__backend_ops_t **ops, resv_error_t *err) {
   int32_t timeout = options->timeout_ms;
   bson_error_t error;
   resv__mongo_log_capture_t said;
@@ -452,6 +452,7 @@ void *resv__mongo_open(const resv_options_t *options, char *database,
   mongoc_init();
   resv__mongo_counters_forget();
   m = bson_malloc0(sizeof *m);
+  m->stats = stats;
   if (!parse_uri(m, options->uri, &said, err)) {
     mongo_destroy(m);
     return NULL;

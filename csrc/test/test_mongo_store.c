@@ -604,7 +604,7 @@ static int32_t opened_w(const char *uri, int32_t option, resv_error_t *err) {
   const resv__backend_ops_t *ops;
   char database[RESV__MAX_NAMESPACE] = "";
   resv__mongo_t *m =
-      resv__mongo_open(&o, database, sizeof database, &ops, err);
+      resv__mongo_open(&o, NULL, database, sizeof database, &ops, err);
   int32_t w;
 
   if (!m)
@@ -670,7 +670,7 @@ static int opened_direct(const char *uri) {
   const resv__backend_ops_t *ops;
   char database[RESV__MAX_NAMESPACE] = "";
   resv_error_t err;
-  resv__mongo_t *m = resv__mongo_open(&o, database, sizeof database, &ops, &err);
+  resv__mongo_t *m = resv__mongo_open(&o, NULL, database, sizeof database, &ops, &err);
   int direct;
 
   ck_assert_msg(m, "open %s: %s", uri, err.message);
@@ -743,7 +743,7 @@ START_TEST(test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key)
   test_reserve(t, "k", "ann", "a", 600000, &a); /* ann holds k */
   uri_with(uri, "readConcernLevel=majority", majority, sizeof majority);
   resv_options_t o = {.uri = majority, .threads = 1, .timeout_ms = 5000};
-  resv__mongo_t *m = resv__mongo_open(&o, database, sizeof database, &ops, &err);
+  resv__mongo_t *m = resv__mongo_open(&o, NULL, database, sizeof database, &ops, &err);
   ck_assert_msg(m, "%s", err.message);
   /* A pool of the test's own, with the backend's URI: the backend's pool
    * has the store's callbacks (mongo_skew.c), and a pool takes one set. */

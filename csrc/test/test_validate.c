@@ -117,7 +117,7 @@ static const struct {
 
 START_TEST(bad_key_lists_are_invalid) {
   resv_key_t keys[8];
-  char names[8][8];
+  char names[8][16];
   for (int i = 0; i < 8; i++) {
     snprintf(names[i], sizeof names[i], "k%d", i);
     keys[i] = (resv_key_t){resv_cstr(""), resv_cstr("n"), resv_cstr(names[i])};

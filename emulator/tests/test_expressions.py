@@ -104,7 +104,7 @@ class ExpressionTest(EmulatorTest):
 
 class DocumentShapeExpressionTest(EmulatorTest):
     """The expressions the store's conformance predicate uses, in a query's
-    $expr (mongo_decode.c, resv__mongo_conforms_new).
+    $expr (csrc/doc/doc_decode.c, resv__mongo_conforms_new).
 
     MongoDB manual (6.0): "$expr" "allows the use of aggregation
     expressions within the query language" (find, update, delete and

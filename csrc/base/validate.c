@@ -1,0 +1,218 @@
+/* validate.c: the checks every argument passes before anything is written.
+ *
+ * Validation runs on the caller's thread, before a job is queued, so bad
+ * input answers at once with RESV_EINVALID and a message naming the
+ * argument. Strings arrive as (pointer, length): an embedded NUL byte is
+ * seen here rather than silently shortening the string, and the UTF-8 check
+ * follows RFC 3629 (no overlong forms, no surrogates, nothing past
+ * U+10FFFF), the same rule MongoDB applies to BSON strings. */
+#include "base.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The longest ttl accepted: ten years. Anything longer is a unit mistake
+ * (seconds for milliseconds, a date for a duration), and it keeps
+ * now + ttl far from int64 overflow and within a double's exact range. */
+#define RESV__MAX_TTL_MS (10LL * 366 * 24 * 3600 * 1000)
+
+/* True when the eight bytes at p are all from 0x01 to 0x7f. Without a
+ * zero byte the subtraction borrows across no byte, so each byte's high
+ * bit is set exactly when it is 0x00 (0x00 - 1 = 0xff) or >= 0x80. */
+static bool ascii_word(const unsigned char *p) {
+  uint64_t w;
+  memcpy(&w, p, sizeof w);
+  return ((w | (w - 0x0101010101010101ULL)) & 0x8080808080808080ULL) == 0;
+}
+
+/* True when all n bytes at p are from 0x01 to 0x7f: a word at a time (the
+ * last word may overlap the one before), or a byte at a time under 8. */
+static bool all_ascii(const unsigned char *p, size_t n) {
+  if (n < 8) {
+    for (size_t i = 0; i < n; i++)
+      if ((unsigned char)(p[i] - 1) >= 0x7f) return false; /* 0, or 0x80 up */
+    return true;
+  }
+  for (size_t i = 0; i + 8 < n; i += 8)
+    if (!ascii_word(p + i)) return false;
+  return ascii_word(p + n - 8);
+}
+
+bool resv__utf8_valid(const char *str, size_t len) {
+  const unsigned char *s = (const unsigned char *)str;
+  /* Keys, owners and attempts are mostly ASCII: one pass settles them. */
+  if (all_ascii(s, len)) return true;
+  size_t i = 0;
+  while (i < len) {
+    /* Keys are mostly ASCII: skip eight such bytes at a time. */
+    while (i + 8 <= len && ascii_word(s + i)) i += 8;
+    if (i == len) break;
+    unsigned c = s[i];
+    if (c == 0) return false;
+    if (c < 0x80) { i++; continue; }
+    size_t n;
+    unsigned min, cp;
+    if ((c & 0xE0) == 0xC0) { n = 1; min = 0x80; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { n = 2; min = 0x800; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { n = 3; min = 0x10000; cp = c & 0x07; }
+    else return false;
+    if (len - i <= n) return false;
+    for (size_t k = 1; k <= n; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+static bool check_string(const char *what, const resv_str_t *s, bool required,
+                         size_t max, resv_error_t *err) {
+  if (!s->ptr && s->len)
+    return resv__fail(err, RESV_EINVALID, "%s: NULL pointer", what);
+  if (required && s->len == 0)
+    return resv__fail(err, RESV_EINVALID, "%s: must not be empty", what);
+  if (s->len > max)
+    return resv__fail(err, RESV_EINVALID, "%s: longer than %zu bytes", what, max);
+  if (resv__utf8_valid(s->ptr, s->len)) return true;
+  if (memchr(s->ptr, '\0', s->len))
+    return resv__fail(err, RESV_EINVALID, "%s: contains a NUL byte", what);
+  return resv__fail(err, RESV_EINVALID, "%s: not valid UTF-8", what);
+}
+
+bool resv__op_is_all(int32_t op) {
+  return op >= RESV_OP_RESERVE_ALL && op <= RESV_OP_ABANDON_ALL;
+}
+
+int32_t resv__op_single(int32_t op) {
+  switch (op) {
+  case RESV_OP_RESERVE_ALL: return RESV_OP_RESERVE;
+  case RESV_OP_CONFIRM_ALL: return RESV_OP_CONFIRM;
+  case RESV_OP_ABANDON_ALL: return RESV_OP_ABANDON;
+  default: return op;
+  }
+}
+
+static bool check_key(const char *where, const resv_key_t *k, size_t max,
+                      resv_error_t *err) {
+  char what[48];
+  snprintf(what, sizeof what, "%s.tenant", where);
+  if (!check_string(what, &k->tenant, false, max, err)) return false;
+  snprintf(what, sizeof what, "%s.namespace", where);
+  if (!check_string(what, &k->ns, true, max, err)) return false;
+  snprintf(what, sizeof what, "%s.key", where);
+  return check_string(what, &k->key, true, max, err);
+}
+
+static bool str_eq(const resv_str_t *a, const resv_str_t *b) {
+  return a->len == b->len && (!a->len || memcmp(a->ptr, b->ptr, a->len) == 0);
+}
+
+static bool key_eq(const resv_key_t *a, const resv_key_t *b) {
+  return str_eq(&a->key, &b->key) && str_eq(&a->ns, &b->ns) &&
+         str_eq(&a->tenant, &b->tenant);
+}
+
+/* The keys of a *_all op: 1 to max_keys, each valid, no two the same. */
+static bool check_keys(const resv_request_t *req, const resv__limits_t *lim,
+                       resv_error_t *err) {
+  if (!req->keys || req->nkeys == 0)
+    return resv__fail(err, RESV_EINVALID, "keys: must list at least one key");
+  if (req->nkeys > lim->max_keys)
+    return resv__fail(err, RESV_EINVALID, "keys: at most %zu (max_keys), got %zu",
+                      lim->max_keys, req->nkeys);
+  for (size_t i = 0; i < req->nkeys; i++) {
+    char where[32];
+    snprintf(where, sizeof where, "keys[%zu]", i + 1);
+    if (!check_key(where, &req->keys[i], lim->max_string, err)) return false;
+    for (size_t j = 0; j < i; j++)
+      if (key_eq(&req->keys[i], &req->keys[j]))
+        return resv__fail(err, RESV_EINVALID, "keys[%zu]: the same key as keys[%zu]",
+                          i + 1, j + 1);
+  }
+  return true;
+}
+
+bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim,
+                            resv_error_t *err) {
+  size_t max = lim->max_string;
+  if (!req) return resv__fail(err, RESV_EINVALID, "request: NULL");
+  if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_ABANDON_ALL)
+    return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)req->op);
+  if (req->timeout_ms < 0 || req->timeout_ms > RESV__MAX_TIMEOUT_MS)
+    return resv__fail(err, RESV_EINVALID, "timeout_ms: must be from 1 to %d, got %lld",
+                      RESV__MAX_TIMEOUT_MS, (long long)req->timeout_ms);
+  if (req->op == RESV_OP_SWEEP) return true; /* a whole type: no key */
+  if (resv__op_is_all(req->op) ? !check_keys(req, lim, err)
+                               : !check_key("key", &req->key, max, err))
+    return false;
+  if (req->op == RESV_OP_GET) return true;
+
+  if (!check_string("owner.tenant", &req->owner.tenant, false, max, err) ||
+      !check_string("owner.id", &req->owner.id, true, max, err))
+    return false;
+  switch (resv__op_single(req->op)) {
+  case RESV_OP_RESERVE:
+    if (req->ttl_ms <= 0 || req->ttl_ms > RESV__MAX_TTL_MS)
+      return resv__fail(err, RESV_EINVALID,
+                        "ttl: must be from 1 to %lld ms, got %lld",
+                        (long long)RESV__MAX_TTL_MS, (long long)req->ttl_ms);
+    return check_string("attempt", &req->attempt, true, max, err);
+  case RESV_OP_ABANDON:
+    return check_string("attempt", &req->attempt, true, max, err);
+  case RESV_OP_CONFIRM:
+    if (req->version < 0)
+      return resv__fail(err, RESV_EINVALID, "version: must not be negative, got %lld",
+                        (long long)req->version);
+    return true;
+  default:
+    return true;
+  }
+}
+
+static bool check_type_name(const char *what, const char *s, size_t len,
+                            resv_error_t *err) {
+  resv_str_t str = {s, len};
+  if (!check_string(what, &str, true, RESV__MAX_NAMESPACE, err)) return false;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '.' || s[i] == '$')
+      return resv__fail(err, RESV_EINVALID, "%s: must not contain '%c'", what, s[i]);
+    if (s[i] == '_' && i + 1 < len && s[i + 1] == '_')
+      return resv__fail(err, RESV_EINVALID, "%s: must not contain \"__\"", what);
+  }
+  return true;
+}
+
+bool resv__validate_type(const char *context, size_t context_len,
+                         const char *aggregate, size_t aggregate_len,
+                         const char *database, char *out, size_t out_size,
+                         resv_error_t *err) {
+  if (!check_type_name("context", context, context_len, err) ||
+      !check_type_name("aggregate", aggregate, aggregate_len, err))
+    return false;
+  /* "a_" + "__" + "b" and "a" + "__" + "_b" would both make "a___b": an
+   * underscore next to the separator would make the name ambiguous. */
+  if (context[context_len - 1] == '_')
+    return resv__fail(err, RESV_EINVALID, "context: must not end with '_'");
+  if (aggregate[0] == '_')
+    return resv__fail(err, RESV_EINVALID, "aggregate: must not start with '_'");
+
+  size_t coll_len = strlen(RESV__COLLECTION_PREFIX) + context_len + 2 + aggregate_len;
+  size_t ns_len = strlen(database) + 1 + coll_len;
+  if (ns_len > RESV__MAX_NAMESPACE || coll_len + 1 > out_size)
+    return resv__fail(err, RESV_EINVALID,
+                      "type: namespace \"%s.%s%.*s__%.*s\" is longer than %d bytes",
+                      database, RESV__COLLECTION_PREFIX, (int)context_len, context,
+                      (int)aggregate_len, aggregate, RESV__MAX_NAMESPACE);
+  char *p = out;
+  memcpy(p, RESV__COLLECTION_PREFIX, strlen(RESV__COLLECTION_PREFIX));
+  p += strlen(RESV__COLLECTION_PREFIX);
+  memcpy(p, context, context_len);
+  p += context_len;
+  memcpy(p, "__", 2);
+  p += 2;
+  memcpy(p, aggregate, aggregate_len);
+  p[aggregate_len] = '\0';
+  return true;
+}

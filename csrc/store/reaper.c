@@ -1,0 +1,118 @@
+/* reaper.c: closing a store without waiting.
+ *
+ * resv_store_close is what a garbage collector calls (Lua's ffi.gc), and
+ * a collector must never wait on the network: a call blocked on the
+ * server would hold it for as long as the call. So a store that may still
+ * talk to a server is torn down by a reaper thread of its own, bounded by
+ * the in-flight call's deadline and the driver's timeouts. The process
+ * waits for its reapers when it exits (and when libresv is unloaded:
+ * atexit in a shared object runs at dlclose), so none is cut off
+ * mid-teardown or outlives the code it runs. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+static pthread_mutex_t reapers_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reapers_cond = PTHREAD_COND_INITIALIZER;
+static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
+
+/* A reaper's thread is joined, never detached: a thread is gone only once
+ * its exit (the thread-local destructors of the TLS library the driver
+ * uses, among others) has run, and exit() or the unloading of libresv
+ * must not pull the code or the libraries' state from under it. Finished
+ * reapers are joined at the next close and at exit. Guarded by
+ * reapers_mutex. */
+typedef struct reaper {
+  pthread_t thread;
+  resv_store_t *store;
+  bool stop_only; /* resv_store_stop's: shuts down, frees only when last */
+  bool done;
+  struct reaper *next;
+} reaper_t;
+static reaper_t *reaper_list;
+static int reapers; /* running */
+
+/* Joins the reapers that are done (their threads have at most their exit
+ * path left). Called with reapers_mutex held. */
+static void join_done_reapers_locked(void) {
+  reaper_t **link = &reaper_list;
+  while (*link) {
+    reaper_t *r = *link;
+    if (r->done) {
+      pthread_join(r->thread, NULL);
+      *link = r->next;
+      free(r);
+    } else {
+      link = &r->next;
+    }
+  }
+}
+
+static void wait_for_reapers(void) {
+  pthread_mutex_lock(&reapers_mutex);
+  while (reapers > 0) pthread_cond_wait(&reapers_cond, &reapers_mutex);
+  join_done_reapers_locked();
+  pthread_mutex_unlock(&reapers_mutex);
+}
+
+/* fork() copies the count and the list but not the threads: the child has
+ * none (the parent's records are left, never freed, in the child). */
+static void reapers_lock(void) { pthread_mutex_lock(&reapers_mutex); }
+static void reapers_unlock(void) { pthread_mutex_unlock(&reapers_mutex); }
+static void reapers_after_fork_child(void) {
+  reapers = 0;
+  reaper_list = NULL;
+  pthread_mutex_unlock(&reapers_mutex);
+}
+
+static void install_reapers(void) {
+  atexit(wait_for_reapers);
+  pthread_atfork(reapers_lock, reapers_unlock, reapers_after_fork_child);
+}
+
+/* Drops a reference to the store; the last one tears it down. */
+static void store_unref(resv_store_t *store) {
+  if (atomic_fetch_sub(&store->refs, 1) == 0) resv__store_teardown(store);
+}
+
+static void *reap(void *arg) {
+  reaper_t *r = arg;
+  if (r->stop_only) {
+    resv_store_shutdown(r->store);
+    store_unref(r->store);
+  } else {
+    resv__store_teardown(r->store);
+  }
+  pthread_mutex_lock(&reapers_mutex);
+  r->done = true;
+  if (--reapers == 0) pthread_cond_broadcast(&reapers_cond);
+  pthread_mutex_unlock(&reapers_mutex);
+  return NULL;
+}
+
+int resv__store_reapers(void) {
+  pthread_mutex_lock(&reapers_mutex);
+  int n = reapers;
+  pthread_mutex_unlock(&reapers_mutex);
+  return n;
+}
+
+bool resv__store_start_reaper(resv_store_t *store, bool stop_only) {
+  pthread_once(&reapers_once, install_reapers);
+  reaper_t *r = calloc(1, sizeof *r);
+  if (!r) return false;
+  r->store = store;
+  r->stop_only = stop_only;
+  pthread_mutex_lock(&reapers_mutex);
+  join_done_reapers_locked();
+  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
+    pthread_mutex_unlock(&reapers_mutex);
+    free(r);
+    return false;
+  }
+  reapers++;
+  r->next = reaper_list;
+  reaper_list = r;
+  pthread_mutex_unlock(&reapers_mutex);
+  return true;
+}
