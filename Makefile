@@ -36,7 +36,7 @@ OPT     ?= -O2 -g
 SAN     ?=
 # The core's folders (CONTRIBUTING.md, "The source tour"): each file includes its neighbours'
 # headers by name.
-CSRC_DIRS := csrc csrc/base csrc/store csrc/dispatch csrc/doc csrc/memory csrc/file csrc/mongo
+CSRC_DIRS := csrc csrc/base csrc/store csrc/dispatch csrc/rules csrc/doc csrc/memory csrc/file csrc/mongo
 CFLAGS_ALL  = $(CSRC_DIRS:%=-I%) -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(OPT) $(SAN) \
               $(WARN) $(DEPS_CFLAGS) -DRESV_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
@@ -270,7 +270,7 @@ test-layout: $(LIB_OBJ)
 # embedded stores (busted without RESV_TEST_URI skips the MongoDB specs),
 # the layout check and the documentation's examples that need no server.
 # A suite that needs no emulator belongs in CHECK_SUITES.
-CHECK_SUITES := validate,rules_memory,pool,job,memory,mongo_decode,mongo_log,rules_file,file_store,file_diff,file_records,file_integrity
+CHECK_SUITES := validate,rules_memory,rules_all,rules_model,pool,job,memory,mongo_decode,mongo_log,rules_file,file_store,file_diff,file_records,file_integrity
 .PHONY: check test-docs test-docs-offline
 check: all $(O)/resv_tests
 	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests

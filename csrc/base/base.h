@@ -56,6 +56,17 @@ void resv__error_clear(resv_error_t *err);
 /* The error of a new attempt on a reservation that has max_holds holds,
  * the same from every store. Returns false. */
 bool resv__fail_holds_full(resv_error_t *err, int32_t max_holds);
+/* The words for a type's format record that is not format 1's, the same
+ * from every store and every scan: why into buf (numeric false: the
+ * record has no numeric format). */
+void resv__format_problem(char *buf, size_t size, bool numeric, double format);
+/* RESV_EFORMAT for the type stored in collection whose format record is
+ * refused: why (resv__format_problem's, or damage the store found), then
+ * that nothing was written. Returns false. */
+bool resv__fail_format(resv_error_t *err, const char *collection, const char *why);
+/* resv__fail_format with resv__format_problem's words. */
+bool resv__fail_format_number(resv_error_t *err, const char *collection, bool numeric,
+                              double format);
 
 /* ---- Clocks (clock.c) ------------------------------------------------ */
 

@@ -74,6 +74,25 @@ const char *resv_state_name(int32_t state) {
 #endif
 const char *resv_version(void) { return RESV_VERSION; }
 
+void resv__format_problem(char *buf, size_t size, bool numeric, double format) {
+  if (!numeric)
+    snprintf(buf, size, "the format record has no numeric format");
+  else
+    snprintf(buf, size, "the format record names format %g; this store reads and writes "
+             "format 1", format);
+}
+
+bool resv__fail_format(resv_error_t *err, const char *collection, const char *why) {
+  return resv__fail(err, RESV_EFORMAT, "%s: %s; nothing was written", collection, why);
+}
+
+bool resv__fail_format_number(resv_error_t *err, const char *collection, bool numeric,
+                              double format) {
+  char why[128];
+  resv__format_problem(why, sizeof why, numeric, format);
+  return resv__fail_format(err, collection, why);
+}
+
 bool resv__fail_holds_full(resv_error_t *err, int32_t max_holds) {
   return resv__fail(err, RESV_EINVALID,
                     "attempt: the reservation already has %d holds "

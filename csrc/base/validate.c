@@ -94,9 +94,23 @@ int32_t resv__op_single(int32_t op) {
   }
 }
 
-static bool check_key(const char *where, const resv_key_t *k, size_t max,
-                      resv_error_t *err) {
-  char what[48];
+/* check_string's test without its message. */
+static bool string_ok(const resv_str_t *s, bool required, size_t max) {
+  return (s->ptr || !s->len) && (!required || s->len) && s->len <= max &&
+         resv__utf8_valid(s->ptr, s->len);
+}
+
+/* Key i of a *_all op's keys (from 1), or the request's key (i 0). The
+ * names of its fields are only formatted for an error. */
+static bool check_key(size_t i, const resv_key_t *k, size_t max, resv_error_t *err) {
+  if (string_ok(&k->tenant, false, max) && string_ok(&k->ns, true, max) &&
+      string_ok(&k->key, true, max))
+    return true;
+  char where[32], what[48];
+  if (i)
+    snprintf(where, sizeof where, "keys[%zu]", i);
+  else
+    snprintf(where, sizeof where, "key");
   snprintf(what, sizeof what, "%s.tenant", where);
   if (!check_string(what, &k->tenant, false, max, err)) return false;
   snprintf(what, sizeof what, "%s.namespace", where);
@@ -123,9 +137,7 @@ static bool check_keys(const resv_request_t *req, const resv__limits_t *lim,
     return resv__fail(err, RESV_EINVALID, "keys: at most %zu (max_keys), got %zu",
                       lim->max_keys, req->nkeys);
   for (size_t i = 0; i < req->nkeys; i++) {
-    char where[32];
-    snprintf(where, sizeof where, "keys[%zu]", i + 1);
-    if (!check_key(where, &req->keys[i], lim->max_string, err)) return false;
+    if (!check_key(i + 1, &req->keys[i], lim->max_string, err)) return false;
     for (size_t j = 0; j < i; j++)
       if (key_eq(&req->keys[i], &req->keys[j]))
         return resv__fail(err, RESV_EINVALID, "keys[%zu]: the same key as keys[%zu]",
@@ -145,7 +157,7 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
                       RESV__MAX_TIMEOUT_MS, (long long)req->timeout_ms);
   if (req->op == RESV_OP_SWEEP) return true; /* a whole type: no key */
   if (resv__op_is_all(req->op) ? !check_keys(req, lim, err)
-                               : !check_key("key", &req->key, max, err))
+                               : !check_key(0, &req->key, max, err))
     return false;
   if (req->op == RESV_OP_GET) return true;
 

@@ -89,18 +89,22 @@ bool resv__scan_add_document(resv_scan_t *scan, const uint8_t *doc, size_t len,
 bool resv__scan_set_format(resv_scan_t *scan, const uint8_t *doc, size_t len,
                            resv_error_t *err) {
   const char *problem = NULL;
+  char why[128];
   bson_t b;
   bson_iter_t it;
   if (!doc) {
     scan->format = 0;
     return true;
   }
-  if (!bson_init_static(&b, doc, len) || !bson_iter_init(&it, &b))
+  if (!bson_init_static(&b, doc, len) || !bson_iter_init(&it, &b)) {
     problem = "the format record is corrupt BSON";
-  else if (!bson_iter_find(&it, "format") || !BSON_ITER_HOLDS_NUMBER(&it))
-    problem = "the format record has no numeric format";
-  else if (bson_iter_as_int64(&it) != 1 || bson_iter_as_double(&it) != 1.0)
-    problem = "the format record names another format than 1";
+  } else if (!bson_iter_find(&it, "format") || !BSON_ITER_HOLDS_NUMBER(&it)) {
+    resv__format_problem(why, sizeof why, false, 0);
+    problem = why;
+  } else if (bson_iter_as_int64(&it) != 1 || bson_iter_as_double(&it) != 1.0) {
+    resv__format_problem(why, sizeof why, true, bson_iter_as_double(&it));
+    problem = why;
+  }
   if (!problem) {
     scan->format = 1;
     return true;

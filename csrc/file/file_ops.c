@@ -17,13 +17,10 @@
  * or a key whose bytes changed, meets a key out of place, a broken link or
  * a checksum that fails, and answers RESV_EFORMAT instead of absent.
  *
- * The rules are memory.c's, the reference model, step for step: a reserve
- * or a confirm meets a reservation held by another owner (confirmed, or
- * pending with expires_at > now) as a conflict; the owner's confirmed one
- * is kept; the owner's live pending one is joined; anything else (absent,
- * or pending and expired) starts afresh. Every answer is filled before the
- * record is written, from the caller's strings, because a write may move
- * the pages the decoded record points into.
+ * The rules are rules.c's, the same decision as the memory store's: this
+ * file finds the record, shows it to the rules and writes what they
+ * decide. Every answer is filled before the record is written, because a
+ * write may move the pages the decoded record points into.
  *
  * Reclaiming walks the database a few records per write transaction from
  * where the previous walk stopped, so each write pays O(1) visits and a
@@ -31,6 +28,7 @@
  * within a bounded delay, and no call ever pauses for the whole store. */
 #include "file_internal.h"
 #include "file_record.h"
+#include "rules.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -308,148 +306,146 @@ static bool nomem(resv_error_t *err) {
   return resv__fail(err, RESV_ENOMEM, "out of memory for a record");
 }
 
-static bool confirmed(const resv__file_rec_t *d) { return d->state == RESV_STATE_CONFIRMED; }
-
-static bool owned_by(const resv__file_rec_t *d, const resv_owner_t *o) {
-  return str_eq(d->owner.tenant, o->tenant) && str_eq(d->owner.id, o->id);
-}
-
-/* Fills a with status and the record's reservation (a pending one's holds
- * only when with_holds: a conflict does not show another owner's). */
-static bool rec_answer(const resv__file_rec_t *d, int32_t status, bool with_holds,
-                       resv_answer_t *a, resv_error_t *err) {
-  bool pending = d->state == RESV_STATE_PENDING, holds = pending && with_holds;
-  return resv__answer_set(a, status, d->state, pending ? d->expires_at : 0,
-                          pending ? 0 : d->version, &d->owner.tenant, &d->owner.id,
-                          holds ? d->holds : NULL, holds ? d->nholds : 0, err);
-}
-
-/* Held by another owner: confirmed, or pending and live. */
-static bool held_by_other(const resv__file_rec_t *d, const resv_owner_t *o, int64_t now) {
-  return !owned_by(d, o) && (confirmed(d) || d->expires_at > now);
-}
-
-static int do_reserve(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
-                      int64_t now, int32_t max_holds, resv_answer_t *a,
-                      resv_error_t *err, bool *ok) {
-  resv__file_rec_t *d = &f->rec;
-  int64_t expires_at;
-  /* First, as the other stores compute it. */
-  if (!(*ok = resv__expiry(now, r->ttl_ms, &expires_at, err))) return 0;
-  if (f->present && held_by_other(d, &r->owner, now)) {
-    *ok = rec_answer(d, RESV_CONFLICT, false, a, err);
-    return 0;
-  }
-  if (f->present && confirmed(d)) { /* ours: kept exactly as it is */
-    *ok = rec_answer(d, RESV_CONFIRMED, false, a, err);
-    return 0;
-  }
-  resv_str_t on_stack[HOLDS_ON_STACK], *holds = on_stack;
-  size_t nholds = 0;
-  bool join = f->present && d->expires_at > now; /* our live pending one */
-  size_t need = join ? d->nholds + 1 : 1;
-  if (need > HOLDS_ON_STACK && !(holds = malloc(need * sizeof *holds))) {
-    *ok = resv__fail(err, RESV_ENOMEM, "out of memory for the holds");
-    return 0;
-  }
-  bool held = false;
-  if (join) {
-    for (size_t i = 0; i < d->nholds; i++) {
-      holds[nholds++] = d->holds[i];
-      held = held || str_eq(d->holds[i], r->attempt);
-    }
-    if (!held && d->nholds >= (size_t)max_holds) {
-      if (holds != on_stack) free(holds);
-      *ok = resv__fail_holds_full(err, max_holds);
-      return 0;
-    }
-    if (d->expires_at > expires_at) expires_at = d->expires_at;
-  }
-  if (!held) holds[nholds++] = r->attempt;
-  resv__file_buf_t w;
-  *ok = encode(&w, f, &r->key, &r->owner, false, expires_at, 0, holds, nholds)
-            ? resv__answer_set(a, RESV_RESERVED, RESV_STATE_PENDING, expires_at, 0,
-                               &r->owner.tenant, &r->owner.id, holds, nholds, err)
-            : nomem(err);
-  if (holds != on_stack) free(holds);
-  if (!*ok) {
-    resv__file_buf_free(&w);
-    return 0;
-  }
-  return put(txn, dbi, f, &w);
-}
-
-static int do_confirm(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
-                      int64_t now, resv_answer_t *a, resv_error_t *err, bool *ok) {
-  resv__file_rec_t *d = &f->rec;
-  if (f->present && held_by_other(d, &r->owner, now)) {
-    *ok = rec_answer(d, RESV_CONFLICT, false, a, err);
-    return 0;
-  }
-  int64_t version = r->version;
-  if (f->present && confirmed(d) && d->version > version) version = d->version;
-  *ok = resv__answer_set(a, RESV_CONFIRMED, RESV_STATE_CONFIRMED, 0, version,
-                         &r->owner.tenant, &r->owner.id, NULL, 0, err);
-  if (!*ok) return 0;
-  resv__file_buf_t w;
-  if (!encode(&w, f, &r->key, &r->owner, true, 0, version, NULL, 0)) {
-    resv__file_buf_free(&w);
-    return *ok = nomem(err), 0;
-  }
-  return put(txn, dbi, f, &w);
-}
-
-static int do_abandon(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
-                      resv_answer_t *a, resv_error_t *err, bool *ok) {
-  resv__file_rec_t *d = &f->rec;
-  if (!f->present || !owned_by(d, &r->owner)) {
-    *ok = resv__answer_status(a, RESV_ABSENT, err);
-    return 0;
-  }
-  if (confirmed(d)) {
-    *ok = resv__answer_status(a, RESV_KEPT, err);
-    return 0;
-  }
-  /* Pull the attempt: the decoded holds are ours to reorder. */
-  size_t n = 0;
-  for (size_t i = 0; i < d->nholds; i++)
-    if (!str_eq(d->holds[i], r->attempt)) d->holds[n++] = d->holds[i];
-  if (n == 0) {
-    *ok = resv__answer_status(a, RESV_ABANDONED, err);
-    return *ok ? del(txn, dbi, f) : 0;
-  }
-  *ok = resv__answer_status(a, RESV_KEPT, err);
-  if (!*ok || n == d->nholds) return 0; /* not our hold: nothing changes */
-  resv__file_buf_t w;
-  if (!encode(&w, f, &r->key, &r->owner, false, d->expires_at, 0, d->holds, n)) {
-    resv__file_buf_free(&w);
-    return *ok = nomem(err), 0;
-  }
-  return put(txn, dbi, f, &w);
-}
-
-static int do_release(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
-                      resv_answer_t *a, resv_error_t *err, bool *ok) {
-  if (!f->present || !owned_by(&f->rec, &r->owner)) {
-    *ok = resv__answer_status(a, RESV_ABSENT, err);
-    return 0;
-  }
-  *ok = resv__answer_status(a, RESV_RELEASED, err);
-  return *ok ? del(txn, dbi, f) : 0;
-}
-
-static bool do_get(const found_t *f, int64_t now, resv_answer_t *a, resv_error_t *err) {
-  if (!f->present) return resv__answer_status(a, RESV_ABSENT, err);
+/* The rules' view of the record f found. */
+static void view_of(const found_t *f, resv__view_t *v) {
   const resv__file_rec_t *d = &f->rec;
-  int32_t status = confirmed(d) ? RESV_CONFIRMED
-                   : d->expires_at > now ? RESV_PENDING : RESV_EXPIRED;
-  return rec_answer(d, status, !confirmed(d), a, err);
+  if (!f->present)
+    *v = (resv__view_t){.state = RESV_STATE_NONE};
+  else
+    *v = (resv__view_t){.state = d->state, .owner = d->owner, .expires_at = d->expires_at,
+                        .version = d->version, .holds = d->holds, .nholds = d->nholds};
+}
+
+/* Writes the record the decision d describes under f's key. */
+static int put_decided(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv__view_t *v,
+                       const resv__decision_t *d, const resv_request_t *r,
+                       resv_error_t *err, bool *ok) {
+  resv_str_t on_stack[HOLDS_ON_STACK], *holds = on_stack;
+  size_t need = (f->present ? f->rec.nholds : 0) + 1;
+  if (need > HOLDS_ON_STACK && !(holds = malloc(need * sizeof *holds)))
+    return *ok = resv__fail(err, RESV_ENOMEM, "out of memory for the holds"), 0;
+  size_t nholds = resv__rules_holds(v, d, &r->attempt, holds);
+  bool confirmed = d->state == RESV_STATE_CONFIRMED;
+  resv__file_buf_t w;
+  int rc = 0;
+  if (encode(&w, f, &r->key, &r->owner, confirmed, confirmed ? 0 : d->expires_at,
+             confirmed ? d->version : 0, holds, nholds)) {
+    rc = put(txn, dbi, f, &w);
+  } else {
+    resv__file_buf_free(&w);
+    *ok = nomem(err);
+  }
+  if (holds != on_stack) free(holds);
+  return rc;
+}
+
+/* The request decided by the rules (rules.c), answered from the record as
+ * it is (a write may move the pages it points into), then written. */
+static int decide(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
+                  int64_t now, int32_t max_holds, resv_answer_t *a,
+                  resv_error_t *err, bool *ok) {
+  resv__view_t v;
+  resv__decision_t d;
+  view_of(f, &v);
+  *ok = resv__rules_decide(&v, r, now, max_holds, &d, err) &&
+        resv__rules_answer(&v, &d, r, a, err);
+  if (!*ok || d.write == RESV__WRITE_NOTHING) return 0;
+  if (d.write == RESV__WRITE_DELETE) return del(txn, dbi, f);
+  return put_decided(txn, dbi, f, &v, &d, r, err, ok);
+}
+
+/* ---- several keys ------------------------------------------------------ */
+
+/* Key i of a *_all request r as a request of its own (for the writes). */
+static resv_request_t key_request(const resv_request_t *r, size_t i) {
+  resv_request_t one = *r;
+  one.key = r->keys[i];
+  return one;
+}
+
+/* Looks up every key of r into f[0 .. *found), their views into v; stops
+ * at the first error or damage. */
+static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
+                      const resv_request_t *r, found_t *f, resv__view_t *v, size_t *found,
+                      resv_error_t *err, bool *ok) {
+  int rc = 0;
+  *ok = true;
+  for (*found = 0; rc == 0 && *ok && *found < r->nkeys; ++*found) {
+    f[*found].peek = true;
+    rc = lookup(txn, read_only, ft, &r->keys[*found], &f[*found], err, ok);
+    if (rc || !*ok) break;
+    view_of(&f[*found], &v[*found]);
+  }
+  return rc;
+}
+
+/* Writes each key's decision on its record looked up anew: a write to one
+ * key may move the pages, or change the link, of another's record. A
+ * failure after a write returns an LMDB-level error, so that the store
+ * aborts the transaction (a batch of the group commit included) and no
+ * key of the call is written. */
+static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
+                     const resv__decision_t *d, resv_error_t *err, bool *ok) {
+  int rc = 0;
+  bool wrote = false;
+  for (size_t i = 0; rc == 0 && *ok && i < r->nkeys; i++) {
+    if (d[i].write == RESV__WRITE_NOTHING) continue;
+    resv_request_t one = key_request(r, i);
+    found_t f = {.peek = false};
+    resv__view_t v;
+    if ((rc = lookup(txn, false, ft, &one.key, &f, err, ok)) || !*ok) break;
+    view_of(&f, &v);
+    if (d[i].write == RESV__WRITE_DELETE)
+      rc = del(txn, ft->dbi, &f);
+    else
+      rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
+    if (f.present) resv__file_rec_free(&f.rec);
+    if (rc == 0 && !*ok && wrote) rc = err->code == RESV_ENOMEM ? ENOMEM : MDB_CORRUPTED;
+    wrote = true;
+  }
+  return rc;
+}
+
+/* A reserve_all, confirm_all or abandon_all in txn: every key decided by
+ * the rules (rules.c) on the records as the call found them and answered,
+ * then the writes, all in the one transaction. write_needed not NULL: decide
+ * only, and say whether any key would write. */
+static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
+                     int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err,
+                     bool *ok, bool *write_needed) {
+  size_t n = r->nkeys, found = 0;
+  found_t *f = malloc(n * sizeof *f);
+  resv__view_t *v = malloc(n * sizeof *v);
+  resv__decision_t *d = malloc(n * sizeof *d);
+  int32_t status;
+  int rc = 0;
+  if (!f || !v || !d) {
+    *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+    goto done;
+  }
+  rc = lookup_all(txn, write_needed != NULL, ft, r, f, v, &found, err, ok);
+  if (rc || !*ok) goto done;
+  *ok = resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
+        resv__rules_answer_all(v, d, status, r, a, err);
+  for (size_t i = 0; *ok && write_needed && i < n; i++)
+    *write_needed = *write_needed || d[i].write != RESV__WRITE_NOTHING;
+  if (*ok && !write_needed) rc = write_all(txn, ft, r, d, err, ok);
+done:
+  for (size_t i = 0; i < found; i++)
+    if (f[i].present) resv__file_rec_free(&f[i].rec);
+  free(d);
+  free(v);
+  free(f);
+  return rc;
 }
 
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
                      const resv_request_t *r, int64_t now, int32_t max_holds,
                      resv_answer_t *a, resv_error_t *err, bool *ok,
                      bool *write_needed) {
+  if (write_needed) *write_needed = false;
+  if (resv__op_is_all(r->op))
+    return apply_all(txn, ft, r, now, max_holds, a, err, ok, write_needed);
   found_t f;
   f.peek = write_needed != NULL;
   f.write_needed = false;
@@ -458,14 +454,7 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
   int rc = lookup(txn, read_only, ft, &r->key, &f, err, ok);
   if (write_needed) *write_needed = false;
   if (rc || !*ok) return rc;
-  switch (r->op) {
-  case RESV_OP_RESERVE: rc = do_reserve(txn, ft->dbi, &f, r, now, max_holds, a, err, ok); break;
-  case RESV_OP_CONFIRM: rc = do_confirm(txn, ft->dbi, &f, r, now, a, err, ok); break;
-  case RESV_OP_ABANDON: rc = do_abandon(txn, ft->dbi, &f, r, a, err, ok); break;
-  case RESV_OP_RELEASE: rc = do_release(txn, ft->dbi, &f, r, a, err, ok); break;
-  case RESV_OP_GET: *ok = do_get(&f, now, a, err); break;
-  default: *ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
-  }
+  rc = decide(txn, ft->dbi, &f, r, now, max_holds, a, err, ok);
   if (f.present) resv__file_rec_free(&f.rec);
   if (write_needed) *write_needed = f.write_needed;
   return rc;
@@ -527,7 +516,7 @@ static bool reclaimable(const resv__file_bounds_t *b, const MDB_val *key, const 
   if (!resv__file_in_map(b, key, val)) return false;
   resv__file_rec_t rec;
   if (!resv__file_rec_decode(key, val, &rec, NULL)) return false;
-  bool expired = rec.state == RESV_STATE_PENDING && rec.expires_at <= limit;
+  bool expired = resv__rules_reclaimable(rec.state == RESV_STATE_CONFIRMED, rec.expires_at, limit);
   resv__file_rec_free(&rec);
   return expired;
 }
@@ -633,9 +622,9 @@ int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
     bool listed;
     if ((rc = resv__file_type_listed(txn, collection, true, &listed))) return rc;
     if (listed) {
-      *ok = resv__fail(err, RESV_EFORMAT,
-                       "database %s has no format record but the store lists it: "
-                       "the file is damaged; nothing was written", collection);
+      *ok = resv__fail_format(err, collection,
+                              "the type has no format record but the store lists it: "
+                              "the file is damaged");
       return 0;
     }
     resv__file_buf_t w;
@@ -653,11 +642,8 @@ int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
   int32_t format;
   const char *why;
   if (!resv__file_format_decode(&key, &val, &format, &why))
-    *ok = resv__fail(err, RESV_EFORMAT, "database %s: %s; nothing was written",
-                     collection, why);
+    *ok = resv__fail_format(err, collection, why);
   else if (format != 1)
-    *ok = resv__fail(err, RESV_EFORMAT,
-                     "database %s holds format %d, this store writes format 1; "
-                     "nothing was written", collection, (int)format);
+    *ok = resv__fail_format_number(err, collection, true, format);
   return 0;
 }

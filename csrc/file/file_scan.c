@@ -99,6 +99,7 @@ static bool set_format(resv_scan_t *scan, const MDB_val *key, const MDB_val *val
                        resv_error_t *err) {
   int32_t format;
   const char *problem = NULL;
+  char why[128];
   if (!val) {
     scan->format = 0;
     return true;
@@ -106,7 +107,8 @@ static bool set_format(resv_scan_t *scan, const MDB_val *key, const MDB_val *val
   if (!resv__file_format_decode(key, val, &format, &problem)) {
     /* problem says why */
   } else if (format != 1) {
-    problem = "the format record names another format than 1";
+    resv__format_problem(why, sizeof why, true, format);
+    problem = why;
   } else {
     scan->format = 1;
     return true;

@@ -678,6 +678,9 @@ static const char *op_name(int32_t op) {
   case RESV_OP_CONFIRM: return "confirm";
   case RESV_OP_ABANDON: return "abandon";
   case RESV_OP_RELEASE: return "release";
+  case RESV_OP_RESERVE_ALL: return "reserve_all";
+  case RESV_OP_CONFIRM_ALL: return "confirm_all";
+  case RESV_OP_ABANDON_ALL: return "abandon_all";
   default: return "get";
   }
 }
@@ -777,7 +780,8 @@ static bool over_limit(env_t *e) {
 }
 
 static bool adds_data(const resv_request_t *r) {
-  return r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
+  return r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM ||
+         r->op == RESV_OP_RESERVE_ALL || r->op == RESV_OP_CONFIRM_ALL;
 }
 
 /* One write in its own transaction, with the expired records it passes
@@ -1072,6 +1076,7 @@ static const resv__backend_ops_t process_ops = {
     .name = "file",
     .runs_inline = true,
     .hands_off = true,
+    .several_keys = true,
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,
@@ -1087,6 +1092,7 @@ static const resv__backend_ops_t disk_ops = {
     .name = "file",
     .runs_inline = false,
     .blocking_inline = true,
+    .several_keys = true,
     .type_init = file_type_init,
     .type_free = file_type_free,
     .execute = file_execute,

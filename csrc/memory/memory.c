@@ -6,16 +6,15 @@
  * with its first entry). A call hashes its key, locks one stripe, does O(1)
  * work and copies its answer out; no lock is held across anything slow and
  * calls on different keys rarely meet. An entry is one allocation holding
- * its key, owner and holds, so a new key costs one malloc (there were four:
- * entry, owner, holds array, each hold's bytes), and is compact: 106.7
- * bytes a live reservation with its bucket (csrc/test/test_memory.c).
+ * its key, owner and holds (memory_entry.h), so a new key costs one
+ * malloc, and is compact (csrc/test/test_memory.c bounds its bytes).
  *
- * The rules are docs/design.md section 5 read as the MongoDB store executes them, so
- * both give the same answers for the same calls and clock: a reserve or a
- * confirm matches a reservation only when it is the owner's or pending and
- * expired (expires_at <= now), and otherwise meets it as a conflict; an
- * abandon pulls its hold and deletes only a pending reservation of the
- * owner left without holds.
+ * The rules are not here: a call shows the rules (rules.c, design.md
+ * section 5 as the MongoDB store executes them) a view of its entry, and
+ * writes what they decide into the entry. A call of several keys
+ * (reserve_all, confirm_all, abandon_all) locks the stripes of all its
+ * keys in stripe order, the one order such calls take, so it is atomic
+ * and two of them never wait on each other in a circle.
  *
  * Reclaiming (docs/design.md section 6): a pending reservation expired for at least
  * sweep_grace_ms is deleted on its own, so memory is bounded by what is
@@ -36,6 +35,8 @@
  * gives back buckets (halving at an eighth full). sweep (RESV_OP_SWEEP)
  * walks every stripe at once, for whoever wants the count. */
 #include "memory.h"
+#include "memory_entry.h"
+#include "rules.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,25 +49,7 @@
 #define RECLAIM_BUCKETS 2
 #define RECLAIM_BUCKETS_MAX 8
 
-/* An entry is one allocation: a 32-byte header, then its fields in data_,
- * each a length (a varint: 1 byte up to 127, at most 3 for max_string's
- * 2^20) and its bytes: the key (tenant, namespace, key), the owner
- * (tenant, id), then each hold. No slack: a join that outgrows the entry
- * reallocs it (and relinks it through its slot). A reservation with a
- * 20-byte key and a 10-byte owner id takes a 96-byte block; it was 160
- * with a 80-byte header of fixed-width lengths and 24 bytes of slack. */
-typedef struct entry {
-  struct entry *next;  /* bucket chain */
-  int64_t when;        /* pending: expires_at; confirmed: version */
-  uint32_t hash;       /* hash_key's */
-  uint32_t nholds : 31;
-  uint32_t confirmed : 1;
-  uint32_t used;       /* bytes of data_ in use */
-  uint32_t cap;        /* bytes of data_ allocated */
-  unsigned char data_[];
-} entry_t;
-
-_Static_assert(sizeof(entry_t) == 32, "an entry's header is 32 bytes");
+_Static_assert(STRIPES <= 64, "a call of several keys keeps its stripes in 64 bits");
 
 typedef struct stripe {
   pthread_mutex_t mutex;
@@ -89,9 +72,8 @@ typedef struct table {
 } table_t;
 
 /* A type's state: its table, made by the first call that writes (a type
- * that is only looked up or read costs this pointer, not the 4 kB of
- * stripes; each stripe's buckets come with its first entry too: an empty
- * type was 13.7 kB). */
+ * that is only looked up or read costs this pointer, not the stripes;
+ * each stripe's buckets come with its first entry too). */
 typedef struct lazy_table {
   _Atomic(table_t *) table;
 } lazy_table_t;
@@ -102,265 +84,6 @@ typedef struct memory {
   int32_t max_holds;
   int64_t grace_ms; /* sweep_grace_ms */
 } memory_t;
-
-/* ---- keys ----------------------------------------------------------- */
-
-#define HASH_K UINT64_C(0x9e3779b97f4a7c15)
-
-static uint64_t hash_word(uint64_t h, uint64_t w) {
-  return ((h << 5 | h >> 59) ^ w) * HASH_K;
-}
-
-/* Eight bytes at a time, then the rest, then the length (which keeps
- * ("ab", "c") and ("a", "bc") apart). */
-static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, sizeof w);
-    h = hash_word(h, w);
-  }
-  if (i < n) {
-    uint64_t w = 0;
-    memcpy(&w, p + i, n - i);
-    h = hash_word(h, w);
-  }
-  return hash_word(h, n);
-}
-
-/* The three parts of the key, mixed (a multiply carries the low bits up;
- * the shifts bring the high ones down) and folded to 32 bits, of which the
- * stripe takes the low 6 and the bucket the rest. */
-static uint32_t hash_key(const resv_key_t *k) {
-  uint64_t h = 0;
-  h = hash_bytes(h, k->tenant.ptr, k->tenant.len);
-  h = hash_bytes(h, k->ns.ptr, k->ns.len);
-  h = hash_bytes(h, k->key.ptr, k->key.len);
-  h ^= h >> 33;
-  h *= UINT64_C(0xff51afd7ed558ccd);
-  h ^= h >> 33;
-  return (uint32_t)h;
-}
-
-/* ---- fields: a varint length, then the bytes --------------------------- */
-
-static size_t varint_size(size_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-static size_t field_size(const resv_str_t *s) { return varint_size(s->len) + s->len; }
-
-/* Reads the field at p into *out; returns where the next one starts. */
-static const unsigned char *get_field(const unsigned char *p, resv_str_t *out) {
-  size_t len = 0;
-  for (int shift = 0;; shift += 7) {
-    unsigned char b = *p++;
-    len |= (size_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) break;
-  }
-  out->ptr = (const char *)p;
-  out->len = len;
-  return p + len;
-}
-
-/* Strings here are mostly short (an owner id, an attempt, a tenant): up
- * to 16 bytes they are compared in two overlapping words, without a call. */
-static bool same_str(const resv_str_t *a, const resv_str_t *b) {
-  size_t n = a->len;
-  if (n != b->len) return false;
-  if (n >= 8 && n <= 16) {
-    uint64_t x, y, u, v;
-    memcpy(&x, a->ptr, 8);
-    memcpy(&y, b->ptr, 8);
-    memcpy(&u, a->ptr + n - 8, 8);
-    memcpy(&v, b->ptr + n - 8, 8);
-    return x == y && u == v;
-  }
-  if (n < 8) {
-    for (size_t i = 0; i < n; i++)
-      if (a->ptr[i] != b->ptr[i]) return false;
-    return true;
-  }
-  return memcmp(a->ptr, b->ptr, n) == 0;
-}
-
-/* Steps past n fields from p. */
-static const unsigned char *skip_fields(const unsigned char *p, int n) {
-  resv_str_t s;
-  while (n--) p = get_field(p, &s);
-  return p;
-}
-
-/* Where the owner's fields start, and where the holds do. */
-static const unsigned char *owner_at(const entry_t *e) { return skip_fields(e->data_, 3); }
-static size_t holds_start(const entry_t *e) {
-  return (size_t)(skip_fields(owner_at(e), 2) - e->data_);
-}
-
-static bool entry_is(const entry_t *e, uint32_t hash, const resv_key_t *k) {
-  if (e->hash != hash) return false;
-  resv_str_t s;
-  const unsigned char *p = get_field(e->data_, &s);
-  if (!same_str(&s, &k->tenant)) return false;
-  p = get_field(p, &s);
-  if (!same_str(&s, &k->ns)) return false;
-  get_field(p, &s);
-  return same_str(&s, &k->key);
-}
-
-static bool owned_by(const entry_t *e, const resv_owner_t *o) {
-  resv_str_t s;
-  const unsigned char *p = get_field(owner_at(e), &s);
-  if (!same_str(&s, &o->tenant)) return false;
-  get_field(p, &s);
-  return same_str(&s, &o->id);
-}
-
-/* ---- entries -------------------------------------------------------- */
-
-static int64_t expires_of(const entry_t *e) { return e->confirmed ? 0 : e->when; }
-static int64_t version_of(const entry_t *e) { return e->confirmed ? e->when : 0; }
-
-static void put_field(entry_t *e, const resv_str_t *s) {
-  size_t v = s->len;
-  while (v >= 0x80) {
-    e->data_[e->used++] = (unsigned char)(v | 0x80);
-    v >>= 7;
-  }
-  e->data_[e->used++] = (unsigned char)v;
-  if (s->len) memcpy(e->data_ + e->used, s->ptr, s->len);
-  e->used += (uint32_t)s->len;
-}
-
-static void put_hold(entry_t *e, const resv_str_t *attempt) {
-  put_field(e, attempt);
-  e->nholds++;
-}
-
-/* Makes an entry for key, owned by owner, held by attempt (NULL: none). */
-static entry_t *new_entry(uint32_t hash, const resv_key_t *k,
-                          const resv_owner_t *o, const resv_str_t *attempt,
-                          resv_error_t *err) {
-  size_t need = field_size(&k->tenant) + field_size(&k->ns) + field_size(&k->key) +
-                field_size(&o->tenant) + field_size(&o->id) +
-                (attempt ? field_size(attempt) : 0);
-  entry_t *e = malloc(sizeof *e + need);
-  if (!e) {
-    resv__fail(err, RESV_ENOMEM, "out of memory for a reservation");
-    return NULL;
-  }
-  e->next = NULL;
-  e->when = 0;
-  e->hash = hash;
-  e->nholds = 0;
-  e->confirmed = false;
-  e->used = 0;
-  e->cap = (uint32_t)need;
-  put_field(e, &k->tenant);
-  put_field(e, &k->ns);
-  put_field(e, &k->key);
-  put_field(e, &o->tenant);
-  put_field(e, &o->id);
-  if (attempt) put_hold(e, attempt);
-  return e;
-}
-
-/* Makes room for `more` bytes in the entry at *slot, moving it if it must
- * (the slot is updated; the chain's link is in the entry and moves with
- * it). Returns the entry, or NULL (entry unchanged) without memory. */
-static entry_t *make_room(stripe_t *s, entry_t **slot, size_t more,
-                          resv_error_t *err) {
-  entry_t *e = *slot;
-  size_t need = (size_t)e->used + more;
-  if (need <= e->cap) return e;
-  if (need > UINT32_MAX) {
-    resv__fail(err, RESV_ENOMEM, "a reservation's holds would pass 4 GiB");
-    return NULL;
-  }
-  size_t cap = (size_t)e->cap * 2 > need ? (size_t)e->cap * 2 : need;
-  if (cap > UINT32_MAX) cap = need;
-  e = realloc(e, sizeof *e + cap);
-  if (!e) {
-    resv__fail(err, RESV_ENOMEM, "out of memory for a hold");
-    return NULL;
-  }
-  s->bytes += cap - e->cap;
-  e->cap = (uint32_t)cap;
-  *slot = e;
-  return e;
-}
-
-static void clear_holds(entry_t *e) {
-  e->used = (uint32_t)holds_start(e);
-  e->nholds = 0;
-}
-
-/* Where the hold `attempt` starts in data_, or 0 (data_ starts with the
- * key, never a hold) when the entry has none such; *end gets its end. */
-static size_t find_hold(const entry_t *e, const resv_str_t *attempt, size_t *end) {
-  const unsigned char *p = e->data_ + holds_start(e);
-  resv_str_t h;
-  for (uint32_t i = 0; i < e->nholds; i++) {
-    const unsigned char *at = p;
-    p = get_field(p, &h);
-    if (same_str(&h, attempt)) {
-      *end = (size_t)(p - e->data_);
-      return (size_t)(at - e->data_);
-    }
-  }
-  return 0;
-}
-
-static bool has_hold(const entry_t *e, const resv_str_t *attempt) {
-  size_t end;
-  return find_hold(e, attempt, &end) != 0;
-}
-
-/* Adds attempt to the holds of the entry at *slot unless it is there. */
-static entry_t *add_hold(stripe_t *s, entry_t **slot, const resv_str_t *attempt,
-                         resv_error_t *err) {
-  entry_t *e = *slot;
-  if (has_hold(e, attempt)) return e;
-  if (!(e = make_room(s, slot, field_size(attempt), err))) return NULL;
-  put_hold(e, attempt);
-  return e;
-}
-
-static void pull_hold(entry_t *e, const resv_str_t *attempt) {
-  size_t end, at = find_hold(e, attempt, &end);
-  if (!at) return;
-  memmove(e->data_ + at, e->data_ + end, e->used - end);
-  e->used -= (uint32_t)(end - at);
-  e->nholds--;
-}
-
-/* Gives the entry at *slot to owner, without holds, with room for `extra`
- * more bytes (a first hold). Returns the entry (maybe moved), or NULL
- * without memory, the entry then unchanged. */
-static entry_t *set_owner(stripe_t *s, entry_t **slot, const resv_owner_t *o,
-                          size_t extra, resv_error_t *err) {
-  entry_t *e = *slot;
-  uint32_t start = (uint32_t)(owner_at(e) - e->data_);
-  size_t size = field_size(&o->tenant) + field_size(&o->id);
-  if (start + size + extra > e->cap) {
-    uint32_t used = e->used;
-    e->used = start; /* nothing after the key needs keeping */
-    if (!(e = make_room(s, slot, size + extra, err))) {
-      (*slot)->used = used;
-      return NULL;
-    }
-  }
-  e->used = start;
-  e->nholds = 0;
-  put_field(e, &o->tenant);
-  put_field(e, &o->id);
-  return e;
-}
 
 /* ---- stripes -------------------------------------------------------- */
 
@@ -437,7 +160,7 @@ static size_t reclaim_bucket(stripe_t *s, size_t b, int64_t limit, int64_t *low)
   entry_t **slot = &s->buckets[b];
   while (*slot) {
     entry_t *e = *slot;
-    if (!e->confirmed && e->when <= limit) {
+    if (resv__rules_reclaimable(e->confirmed, e->when, limit)) {
       unlink_entry(s, slot);
       n++;
       continue;
@@ -493,110 +216,198 @@ static size_t reclaim_all(stripe_t *s, int64_t limit) {
   return n;
 }
 
-/* ---- answers -------------------------------------------------------- */
+/* ---- operations ------------------------------------------------------ */
 
-/* Holds copied into an answer without a heap array up to this many. */
-#define ANSWER_HOLDS_ON_STACK 16
+/* Holds decoded for a view without a heap array up to this many. */
+#define VIEW_HOLDS_ON_STACK 16
 
-static bool answer_entry(resv_answer_t *a, int32_t status, const entry_t *e,
-                         bool with_holds, resv_error_t *err) {
-  resv_str_t tenant, id;
-  const unsigned char *p = get_field(get_field(owner_at(e), &tenant), &id);
-  resv_str_t on_stack[ANSWER_HOLDS_ON_STACK], *holds = on_stack;
-  size_t nholds = with_holds ? e->nholds : 0;
-  if (nholds > ANSWER_HOLDS_ON_STACK && !(holds = malloc(nholds * sizeof *holds)))
+/* The rules' view of the entry e (NULL: none), its holds decoded into
+ * holds (room for e->nholds). */
+static void view_of(const entry_t *e, resv_str_t *holds, resv__view_t *v) {
+  if (!e) {
+    *v = (resv__view_t){.state = RESV_STATE_NONE};
+    return;
+  }
+  const unsigned char *p = get_field(get_field(owner_at(e), &v->owner.tenant), &v->owner.id);
+  for (uint32_t i = 0; i < e->nholds; i++) p = get_field(p, &holds[i]);
+  v->state = e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING;
+  v->expires_at = expires_of(e);
+  v->version = version_of(e);
+  v->holds = holds;
+  v->nholds = e->nholds;
+}
+
+/* The entry at *slot (NULL: none) rewritten as the decision's record:
+ * the request's owner's, its holds changed as d says. */
+static bool write_record(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
+                         const resv__decision_t *d, resv_error_t *err) {
+  entry_t *e = *slot;
+  bool only = d->holds == RESV__HOLDS_ONLY;
+  if (!e) {
+    if (!(e = new_entry(hash, &r->key, &r->owner, only ? &r->attempt : NULL, err))) return false;
+    link_new(s, slot, e); /* slot is stale from here on, e is not */
+  } else if (d->new_owner || only) {
+    if (!(e = set_owner(&s->bytes, slot, &r->owner, only ? field_size(&r->attempt) : 0, err)))
+      return false;
+    if (only) put_hold(e, &r->attempt);
+  } else if (d->holds == RESV__HOLDS_ADD) {
+    if (!(e = make_room(&s->bytes, slot, field_size(&r->attempt), err))) return false;
+    put_hold(e, &r->attempt);
+  } else if (d->holds == RESV__HOLDS_PULL) {
+    pull_hold(e, &r->attempt);
+  } else if (d->holds == RESV__HOLDS_CLEAR) {
+    clear_holds(e);
+  }
+  e->confirmed = d->state == RESV_STATE_CONFIRMED;
+  e->when = e->confirmed ? d->version : d->expires_at;
+  if (!e->confirmed) note_expiry(s, e->when);
+  return true;
+}
+
+static bool apply(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
+                  const resv__decision_t *d, resv_error_t *err) {
+  if (d->write == RESV__WRITE_DELETE) unlink_entry(s, slot);
+  if (d->write != RESV__WRITE_RECORD) return true;
+  return write_record(s, slot, hash, r, d, err);
+}
+
+/* One request on the entry at *slot: the rules decide (rules.c), the
+ * answer is filled from the entry as it is, then the decision written. */
+static bool run(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
+                int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err) {
+  const entry_t *e = *slot;
+  resv_str_t on_stack[VIEW_HOLDS_ON_STACK], *holds = on_stack;
+  if (e && e->nholds > VIEW_HOLDS_ON_STACK && !(holds = malloc(e->nholds * sizeof *holds)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
-  for (size_t i = 0; i < nholds; i++) p = get_field(p, &holds[i]);
-  bool ok = resv__answer_set(a, status,
-                             e->confirmed ? RESV_STATE_CONFIRMED : RESV_STATE_PENDING,
-                             expires_of(e), version_of(e), &tenant, &id,
-                             nholds ? holds : NULL, nholds, err);
+  resv__view_t v;
+  resv__decision_t d;
+  view_of(e, holds, &v);
+  bool ok = resv__rules_decide(&v, r, now, max_holds, &d, err) &&
+            resv__rules_answer(&v, &d, r, a, err) && apply(s, slot, hash, r, &d, err);
   if (holds != on_stack) free(holds);
   return ok;
 }
 
-/* A reservation another owner holds: confirmed, or pending and live. */
-static bool held_by_other(const entry_t *e, const resv_owner_t *o, int64_t now) {
-  return !owned_by(e, o) && (e->confirmed || e->when > now);
+/* A request on a type without a table, where no key has a record: only
+ * a get, an abandon or a release comes here, and none of them writes on
+ * an absent key. */
+static bool run_absent(const resv_request_t *r, int64_t now, int32_t max_holds,
+                       resv_answer_t *a, resv_error_t *err) {
+  resv__view_t v = {.state = RESV_STATE_NONE};
+  resv__decision_t d;
+  return resv__rules_decide(&v, r, now, max_holds, &d, err) &&
+         resv__rules_answer(&v, &d, r, a, err);
 }
 
-/* ---- operations ------------------------------------------------------ */
+/* ---- several keys ---------------------------------------------------- */
 
-static bool do_reserve(stripe_t *s, entry_t **slot, uint32_t hash,
-                       const resv_request_t *r, int64_t now, int32_t max_holds,
-                       resv_answer_t *a, resv_error_t *err) {
-  entry_t *e = *slot;
-  int64_t expires;
-  /* First, as the MongoDB store computes it before its round trip. */
-  if (!resv__expiry(now, r->ttl_ms, &expires, err)) return false;
-  if (e && held_by_other(e, &r->owner, now))
-    return answer_entry(a, RESV_CONFLICT, e, false, err);
-  if (e && e->confirmed) /* ours: kept exactly as it is */
-    return answer_entry(a, RESV_CONFIRMED, e, false, err);
-  if (e && e->when > now) { /* our live pending one: join it */
-    if (e->nholds >= (uint32_t)max_holds && !has_hold(e, &r->attempt))
-      return resv__fail_holds_full(err, max_holds);
-    if (!(e = add_hold(s, slot, &r->attempt, err))) return false;
-    if (expires > e->when) e->when = expires; /* later: no bound moves */
-    return answer_entry(a, RESV_RESERVED, e, true, err);
+/* Locks the stripes of set (bit i: stripe i) in stripe order, the one
+ * order every call of several keys takes, so two of them never wait on
+ * each other's stripes in a circle; a call of one key holds one stripe. */
+static void lock_stripes(table_t *t, uint64_t set) {
+  for (; set; set &= set - 1) /* the lowest stripe left first */
+    pthread_mutex_lock(&t->stripes[__builtin_ctzll(set)].mutex);
+}
+
+/* Reclaims a step in each stripe of set, then unlocks them. */
+static void unlock_stripes(table_t *t, uint64_t set, int64_t limit) {
+  for (; set; set &= set - 1) {
+    stripe_t *s = &t->stripes[__builtin_ctzll(set)];
+    reclaim_step(s, limit);
+    pthread_mutex_unlock(&s->mutex);
   }
-  /* A new key, or an expired pending reservation of anyone: start afresh. */
-  if (!e) {
-    if (!(e = new_entry(hash, &r->key, &r->owner, &r->attempt, err))) return false;
-    link_new(s, slot, e);
-  } else {
-    if (!(e = set_owner(s, slot, &r->owner, field_size(&r->attempt), err))) return false;
-    put_hold(e, &r->attempt);
+}
+
+/* The entry of key k (NULL: none) in t (NULL: no table), its stripe
+ * locked; false without memory. */
+static bool entry_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes,
+                     entry_t **e, resv_error_t *err) {
+  entry_t *none = NULL, **slot;
+  *e = NULL;
+  if (!t) return true;
+  if (!(slot = find_slot(&t->stripes[hash & (STRIPES - 1)], hash, k, writes, &none)))
+    return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+  *e = *slot;
+  return true;
+}
+
+/* The views of r's keys into v, their holds decoded into *holds (room
+ * for VIEW_HOLDS_ON_STACK; past that an allocation, the caller's to free). */
+static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, bool writes,
+                     resv__view_t *v, resv_str_t **holds, resv_error_t *err) {
+  size_t total = 0, at = 0;
+  entry_t *e;
+  for (size_t i = 0; i < r->nkeys; i++) {
+    if (!entry_of(t, hash[i], &r->keys[i], writes, &e, err)) return false;
+    total += e ? e->nholds : 0;
   }
-  e->confirmed = false;
-  e->when = expires;
-  note_expiry(s, expires);
-  return answer_entry(a, RESV_RESERVED, e, true, err);
-}
-
-static bool do_confirm(stripe_t *s, entry_t **slot, uint32_t hash,
-                       const resv_request_t *r, int64_t now,
-                       resv_answer_t *a, resv_error_t *err) {
-  entry_t *e = *slot;
-  if (e && held_by_other(e, &r->owner, now))
-    return answer_entry(a, RESV_CONFLICT, e, false, err);
-  int64_t version = r->version;
-  if (e && e->confirmed && e->when > version) version = e->when;
-  if (!e) {
-    if (!(e = new_entry(hash, &r->key, &r->owner, NULL, err))) return false;
-    link_new(s, slot, e);
-  } else if (!owned_by(e, &r->owner)) {
-    if (!(e = set_owner(s, slot, &r->owner, 0, err))) return false;
-  } else {
-    clear_holds(e);
+  if (total > VIEW_HOLDS_ON_STACK && !(*holds = malloc(total * sizeof **holds)))
+    return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
+  for (size_t i = 0; i < r->nkeys; i++) {
+    entry_of(t, hash[i], &r->keys[i], false, &e, err);
+    view_of(e, *holds + at, &v[i]);
+    at += e ? e->nholds : 0;
   }
-  e->confirmed = true;
-  e->when = version;
-  return answer_entry(a, RESV_CONFIRMED, e, false, err);
+  return true;
 }
 
-static bool do_abandon(stripe_t *s, entry_t **slot, const resv_request_t *r,
-                       resv_answer_t *a, resv_error_t *err) {
-  entry_t *e = *slot;
-  if (!e || !owned_by(e, &r->owner)) return resv__answer_status(a, RESV_ABSENT, err);
-  pull_hold(e, &r->attempt);
-  if (e->confirmed || e->nholds > 0) return resv__answer_status(a, RESV_KEPT, err);
-  unlink_entry(s, slot);
-  return resv__answer_status(a, RESV_ABANDONED, err);
+/* Writes each key's decision, finding its slot anew: a write to one key
+ * may move the chains of a stripe another key shares. */
+static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
+                      const resv__decision_t *d, resv_error_t *err) {
+  for (size_t i = 0; i < r->nkeys; i++) {
+    if (d[i].write == RESV__WRITE_NOTHING) continue;
+    resv_request_t one = *r;
+    one.key = r->keys[i];
+    stripe_t *s = &t->stripes[hash[i] & (STRIPES - 1)];
+    entry_t *none = NULL, **slot = find_slot(s, hash[i], &one.key, true, &none);
+    if (!slot) return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+    if (!apply(s, slot, hash[i], &one, &d[i], err)) return false;
+  }
+  return true;
 }
 
-static bool do_release(stripe_t *s, entry_t **slot, const resv_request_t *r,
-                       resv_answer_t *a, resv_error_t *err) {
-  if (!*slot || !owned_by(*slot, &r->owner)) return resv__answer_status(a, RESV_ABSENT, err);
-  unlink_entry(s, slot);
-  return resv__answer_status(a, RESV_RELEASED, err);
-}
+/* What a call of several keys keeps per key: on the stack up to
+ * ALL_ON_STACK keys (max_keys' default), else in one allocation. */
+#define ALL_ON_STACK 16
+typedef struct per_key {
+  resv__view_t v[ALL_ON_STACK];
+  resv__decision_t d[ALL_ON_STACK];
+  uint32_t hash[ALL_ON_STACK];
+} per_key_t;
 
-static bool do_get(const entry_t *e, int64_t now, resv_answer_t *a, resv_error_t *err) {
-  if (!e) return resv__answer_status(a, RESV_ABSENT, err);
-  int32_t status = e->confirmed ? RESV_CONFIRMED
-                   : e->when > now ? RESV_PENDING : RESV_EXPIRED;
-  return answer_entry(a, status, e, !e->confirmed, err);
+/* A reserve_all, confirm_all or abandon_all (t NULL: a type never written,
+ * only for an abandon_all): every key's stripe locked at once, the rules
+ * decide on every key (rules.c), the answers filled, then the writes. */
+static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t max_holds,
+                    int64_t limit, bool writes, resv_answer_t *a, resv_error_t *err) {
+  size_t n = r->nkeys;
+  per_key_t on_stack;
+  resv__view_t *v = on_stack.v;
+  resv__decision_t *d = on_stack.d;
+  uint32_t *hash = on_stack.hash;
+  resv_str_t holds_on_stack[VIEW_HOLDS_ON_STACK], *holds = holds_on_stack;
+  if (n > ALL_ON_STACK) {
+    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *hash))))
+      return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+    d = (resv__decision_t *)(v + n);
+    hash = (uint32_t *)(d + n);
+  }
+  uint64_t set = 0;
+  int32_t status;
+  for (size_t i = 0; i < n; i++) {
+    hash[i] = hash_key(&r->keys[i]);
+    set |= UINT64_C(1) << (hash[i] & (STRIPES - 1));
+  }
+  if (t) lock_stripes(t, set);
+  bool ok = views_of(t, r, hash, writes, v, &holds, err) &&
+            resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
+            resv__rules_answer_all(v, d, status, r, a, err) &&
+            (!t || apply_all(t, r, hash, d, err));
+  if (t) unlock_stripes(t, set, limit);
+  if (holds != holds_on_stack) free(holds);
+  if (v != on_stack.v) free(v);
+  return ok;
 }
 
 static table_t *table_new(void) {
@@ -665,19 +476,18 @@ static bool memory_execute(void *backend, resv_type_t *type,
                            const resv_request_t *r, int64_t now,
                            int64_t deadline, resv_answer_t *a, resv_error_t *err) {
   const memory_t *m = backend;
-  int64_t limit = resv__add_ms_sat(now, -m->grace_ms);
-  bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM;
+  int64_t limit = resv__rules_sweep_limit(now, m->grace_ms);
+  bool writes = r->op == RESV_OP_RESERVE || r->op == RESV_OP_CONFIRM ||
+                r->op == RESV_OP_RESERVE_ALL || r->op == RESV_OP_CONFIRM_ALL;
   table_t *t = type_table(type->backend_state, writes, err);
   if (r->op == RESV_OP_SWEEP) return do_sweep(t, limit, a, err);
   if (!t && writes) return false;
-  if (!t) { /* nothing was ever written: every key is absent */
-    if (r->op == RESV_OP_ABANDON || r->op == RESV_OP_RELEASE || r->op == RESV_OP_GET)
-      return resv__answer_status(a, RESV_ABSENT, err);
-    return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
-  }
+  if (resv__op_is_all(r->op)) return run_all(t, r, now, m->max_holds, limit, writes, a, err);
+  if (!t) /* nothing was ever written: every key is absent */
+    return run_absent(r, now, m->max_holds, a, err);
   uint32_t hash = hash_key(&r->key);
   stripe_t *s = &t->stripes[hash & (STRIPES - 1)];
-  bool ok = false;
+  bool ok;
   entry_t *none = NULL;
   pthread_mutex_lock(&s->mutex);
   entry_t **slot = find_slot(s, hash, &r->key, writes, &none);
@@ -685,16 +495,7 @@ static bool memory_execute(void *backend, resv_type_t *type,
     pthread_mutex_unlock(&s->mutex);
     return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
   }
-  switch (r->op) {
-  case RESV_OP_RESERVE:
-    ok = do_reserve(s, slot, hash, r, now, m->max_holds, a, err);
-    break;
-  case RESV_OP_CONFIRM: ok = do_confirm(s, slot, hash, r, now, a, err); break;
-  case RESV_OP_ABANDON: ok = do_abandon(s, slot, r, a, err); break;
-  case RESV_OP_RELEASE: ok = do_release(s, slot, r, a, err); break;
-  case RESV_OP_GET: ok = do_get(*slot, now, a, err); break;
-  default: ok = resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)r->op);
-  }
+  ok = run(s, slot, hash, r, now, m->max_holds, a, err);
   /* After the call (its slot may be reclaimed or moved by the step). */
   reclaim_step(s, limit);
   pthread_mutex_unlock(&s->mutex);
@@ -743,6 +544,7 @@ static void memory_destroy(void *backend) { free(backend); }
 static const resv__backend_ops_t memory_ops = {
     .name = "memory",
     .runs_inline = true,
+    .several_keys = true,
     .type_init = memory_type_init,
     .type_free = memory_type_free,
     .execute = memory_execute,

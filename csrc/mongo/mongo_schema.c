@@ -97,16 +97,10 @@ static bool check_format(const bson_t *record, const char *collection,
                          resv_error_t *err) {
   bson_iter_t it;
   if (!bson_iter_init_find(&it, record, "format") || !BSON_ITER_HOLDS_NUMBER(&it))
-    return resv__fail(err, RESV_EFORMAT,
-                      "collection %s has a format record without a numeric "
-                      "format; nothing was written",
-                      collection);
+    return resv__fail_format_number(err, collection, false, 0);
   if (bson_iter_as_double(&it) == 1.0)
     return true;
-  return resv__fail(err, RESV_EFORMAT,
-                    "collection %s holds format %g, this store writes "
-                    "format 1; nothing was written",
-                    collection, bson_iter_as_double(&it));
+  return resv__fail_format_number(err, collection, true, bson_iter_as_double(&it));
 }
 
 /* Reads the format record into *found and checks it when there is one. */

@@ -25,6 +25,7 @@ static const struct {
     SUITE(mongo_options), SUITE(mongo_retry),
     SUITE(mongo_skew),
     SUITE(file_integrity),
+    SUITE(rules_all),    SUITE(rules_model),
 };
 
 /* True when name is one of the comma-separated names in list. */

@@ -24,6 +24,7 @@ Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
 Suite *file_integrity_suite(void);
 Suite *file_records_suite(void);
 Suite *file_state_suite(void);
+Suite *rules_all_suite(void), *rules_model_suite(void);
 
 /* The differential test (diff.c): seed's sequence of steps random calls on
  * memory and other side by side, every answer compared (other_name names

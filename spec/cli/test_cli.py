@@ -446,7 +446,7 @@ class MongoStore(CommandTests, unittest.TestCase):
         self.collection().update_one({"_id": "format"}, {"$set": {"format": 2}})
         code, out, err = self.resv("check", "shop/user")
         self.assertEqual(code, 3, err)
-        self.assertIn("format record: the format record names another format than 1", out)
+        self.assertIn("format record: the format record names format 2; this store reads and writes format 1", out)
 
 
 def entries(store, name):
