@@ -53,6 +53,9 @@ if command -v valgrind >/dev/null; then
   run env O="$O" LUAJIT="$LUAJIT" scripts/with-mongo bench/callgrind_lua.sh 800
 fi
 
+# 3e. The FFI crossings of one call, per way of waiting (counted, not timed).
+run "$LUAJIT" bench/lua_crossings.lua 200
+
 # 4. The memory store in nginx against ngx.shared.DICT:add.
 run bench/nginx_embedded.sh 100000 15
 

@@ -15,8 +15,7 @@ local C = require "resv.ffi"
 local base = require "resv.base"
 local sched = require "resv.sched"
 local rtype = require "resv.type"
-local ngxwait = require "resv.ngx"
-local tnt = require "resv.tarantool"
+local host = require "resv.host"
 
 local error = error
 local type = type
@@ -156,8 +155,9 @@ end
 
 -- True where the running code must not block: in nginx (any phase), in
 -- Tarantool, in a coroutine of resv.spawn.
+local host_waiter = host.waiter
 local function must_not_block()
-  return ngxwait.present() or sched.in_spawned() or tnt.usable()
+  return host_waiter.present() or sched.in_spawned()
 end
 
 -- Stops the store: calls still queued answer "closed", later calls too.
@@ -258,15 +258,7 @@ end
 ---------------------------------------------------------------------------
 -- Opening
 
-local OPTIONS = {
-  uri = true, database = true, sharding = true, threads = true,
-  queue = true, timeout_ms = true, max_string = true, write_concern = true,
-  max_holds = true, max_keys = true,
-  path = true, map_size = true, sync = true, per_process = true,
-  sweep_grace_ms = true, check = true, slow_ms = true, no_create = true,
-  log_level = true, on_os_crash = true,
-}
-
+local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
 local SYNC = { process = C.RESV_SYNC_PROCESS, disk = C.RESV_SYNC_DISK }
 local LOG_LEVEL = { error = C.RESV_LOG_ERROR, warning = C.RESV_LOG_WARNING,
                     info = C.RESV_LOG_INFO, debug = C.RESV_LOG_DEBUG }
@@ -286,8 +278,6 @@ local function in_ngx_init()
   return get_phase ~= nil and get_phase() == "init"
 end
 
-local SHARDING = { auto = C.RESV_SHARDING_AUTO, off = C.RESV_SHARDING_OFF }
-
 local function check_c_string(what, s)
   if type(s) ~= "string" then
     return nil, expected(what, "a string", s)
@@ -298,110 +288,80 @@ local function check_c_string(what, s)
   return s
 end
 
--- Fills the resv_options_t o from the table opts, reading each field once.
--- The strings o points to are put into keep, which the caller holds until
--- C is done with them. Returns nil, or an error.
-local function fill_options(o, opts, keep)
-  local values = {}
-  for name in pairs(opts) do
-    if not OPTIONS[name] then
-      return "invalid: unknown option " .. tostring(name)
-    end
+-- The checks of the options, each check(o, name, v, keep, values) for an
+-- option given (v not nil): it sets o's field, or returns an error. A
+-- string o points to goes into keep.
+
+-- A string; nonempty: "" is refused.
+local function c_string(nonempty)
+  return function(o, name, v, keep)
+    local s, err = check_c_string(name, v)
+    if not s then return err end
+    if nonempty and s == "" then return invalid(name, "empty") end
+    keep[name] = s
+    o[name] = s
   end
-  for name in pairs(OPTIONS) do
-    values[name] = opts[name]
-  end
-  local err
+end
+
+-- The file store's directory, which excludes uri.
+local fill_c_path = c_string(true)
+local function fill_path(o, name, v, keep, values)
+  local err = fill_c_path(o, name, v, keep)
+  if err then return err end
   if values.uri ~= nil then
-    local uri
-    uri, err = check_c_string("uri", values.uri)
-    if not uri then return err end
-    keep.uri = uri
-    o.uri = uri
+    return "invalid: path and uri: give one of them, not both"
   end
-  if values.database ~= nil then
-    local db
-    db, err = check_c_string("database", values.database)
-    if not db then return err end
-    if db == "" then return invalid("database", "empty") end
-    keep.database = db
-    o.database = db
-  end
-  if values.sharding ~= nil then
-    local mode = SHARDING[values.sharding]
-    if mode == nil then
-      return invalid("sharding", 'expected "auto" or "off", got '
-                     .. tostring(values.sharding))
+end
+
+-- One of the names of map, which gives its C value; words lists them.
+local function enum(map, words)
+  return function(o, name, v)
+    local value = map[v]
+    if value == nil then
+      return invalid(name, "expected " .. words .. ", got " .. tostring(v))
     end
-    o.sharding = mode
+    o[name] = value
   end
-  local wc = values.write_concern
-  if wc == "majority" then
-    o.write_concern = C.RESV_WRITE_MAJORITY
-  elseif wc ~= nil then
-    -- C takes 0 for "the default", so 0 (w: 0) is refused here.
-    local n
-    n, err = check_integer("write_concern", wc, 1, MAX_INT32,
-                           '"majority" or an integer from 1 to ' .. MAX_INT32)
-    if not n then return err end
-    o.write_concern = n
+end
+
+local function fill_boolean(o, name, v)
+  if type(v) ~= "boolean" then
+    return expected(name, "a boolean", v)
   end
-  -- The file store (docs/design.md section 6).
-  if values.path ~= nil then
-    local path
-    path, err = check_c_string("path", values.path)
-    if not path then return err end
-    if path == "" then return invalid("path", "empty") end
-    if values.uri ~= nil then
-      return "invalid: path and uri: give one of them, not both"
-    end
-    keep.path = path
-    o.path = path
+  o[name] = v and 1 or 0
+end
+
+-- "majority" or a count of nodes. C takes 0 for "the default", so 0
+-- (w: 0) is refused here.
+local function fill_write_concern(o, name, v)
+  if v == "majority" then
+    o[name] = C.RESV_WRITE_MAJORITY
+    return
   end
-  if values.sync ~= nil then
-    local mode = SYNC[values.sync]
-    if mode == nil then
-      return invalid("sync", 'expected "process" or "disk", got '
-                     .. tostring(values.sync))
-    end
-    o.sync = mode
-  end
-  if values.log_level ~= nil then
-    local level = LOG_LEVEL[values.log_level]
-    if level == nil then
-      return invalid("log_level", 'expected "error", "warning", "info" or "debug", got '
-                     .. tostring(values.log_level))
-    end
-    o.log_level = level
-  end
-  if values.on_os_crash ~= nil then
-    local mode = OS_CRASH[values.on_os_crash]
-    if mode == nil then
-      return invalid("on_os_crash", 'expected "refuse" or "reset", got '
-                     .. tostring(values.on_os_crash))
-    end
-    o.on_os_crash = mode
-  end
-  local per_process = values.per_process
-  if per_process ~= nil then
-    if type(per_process) ~= "boolean" then
-      return expected("per_process", "a boolean", per_process)
-    end
-    o.per_process = per_process and 1 or 0
-  end
-  if values.check ~= nil then
-    if type(values.check) ~= "boolean" then
-      return expected("check", "a boolean", values.check)
-    end
-    o.check = values.check and 1 or 0
-  end
-  if values.no_create ~= nil then
-    if type(values.no_create) ~= "boolean" then
-      return expected("no_create", "a boolean", values.no_create)
-    end
-    o.no_create = values.no_create and 1 or 0
-  end
-  if values.uri == nil and values.path == nil and not per_process then
+  local n, err = check_integer(name, v, 1, MAX_INT32,
+                               '"majority" or an integer from 1 to ' .. MAX_INT32)
+  if not n then return err end
+  o[name] = n
+end
+
+-- An int64_t field, exact in a Lua number; resv_store_open checks the range.
+local function fill_wide(o, name, v)
+  local n, err = check_integer(name, v, -2 ^ 53, 2 ^ 53, "an integer")
+  if not n then return err end
+  o[name] = n
+end
+
+-- An int32_t field; resv_store_open checks the range.
+local function fill_int32(o, name, v)
+  local n, err = check_integer(name, v, 1, MAX_INT32, "an integer from 1 to " .. MAX_INT32)
+  if not n then return err end
+  o[name] = n
+end
+
+-- The memory store keeps values unique per process: refused in an nginx
+-- of several workers unless per_process says that is meant.
+local function check_workers(values)
+  if values.uri == nil and values.path == nil and not values.per_process then
     local workers = ngx_workers()
     if workers and workers > 1 then
       return "invalid: the memory store keeps values unique per process, and "
@@ -409,29 +369,62 @@ local function fill_options(o, opts, keep)
         .. "shared by every worker) or uri (MongoDB), or per_process = true"
     end
   end
-  -- int64_t fields, exact in a Lua number; resv_store_open checks the ranges.
-  local wide = { "map_size", "sweep_grace_ms", "slow_ms" }
-  for i = 1, #wide do
-    local name = wide[i]
-    local v = values[name]
-    if v ~= nil then
-      local n
-      n, err = check_integer(name, v, -2 ^ 53, 2 ^ 53, "an integer")
-      if not n then return err end
-      o[name] = n
+end
+
+-- The options in the order they are checked (the first error is the one
+-- returned), each with its check; an entry without a name checks the
+-- options together (check(values)).
+local CHECKS = {
+  { "uri", c_string(false) },
+  { "database", c_string(true) },
+  { "sharding", enum(SHARDING, '"auto" or "off"') },
+  { "write_concern", fill_write_concern },
+  { "path", fill_path },
+  { "sync", enum(SYNC, '"process" or "disk"') },
+  { "log_level", enum(LOG_LEVEL, '"error", "warning", "info" or "debug"') },
+  { "on_os_crash", enum(OS_CRASH, '"refuse" or "reset"') },
+  { "per_process", fill_boolean },
+  { "check", fill_boolean },
+  { "no_create", fill_boolean },
+  { false, check_workers },
+  { "map_size", fill_wide },
+  { "sweep_grace_ms", fill_wide },
+  { "slow_ms", fill_wide },
+  { "threads", fill_int32 },
+  { "queue", fill_int32 },
+  { "timeout_ms", fill_int32 },
+  { "max_string", fill_int32 },
+  { "max_holds", fill_int32 },
+  { "max_keys", fill_int32 },
+}
+local OPTIONS = {}
+for i = 1, #CHECKS do
+  local name = CHECKS[i][1]
+  if name then OPTIONS[name] = true end
+end
+
+-- Fills the resv_options_t o from the table opts, reading each field once.
+-- The strings o points to are put into keep, which the caller holds until
+-- C is done with them. Returns nil, or an error.
+local function fill_options(o, opts, keep)
+  for name in pairs(opts) do
+    if not OPTIONS[name] then
+      return "invalid: unknown option " .. tostring(name)
     end
   end
-  -- Each must fit its int32_t field; resv_store_open checks the ranges.
-  local integers = { "threads", "queue", "timeout_ms", "max_string", "max_holds", "max_keys" }
-  for i = 1, #integers do
-    local name = integers[i]
-    local v = values[name]
-    if v ~= nil then
-      local n
-      n, err = check_integer(name, v, 1, MAX_INT32, "an integer from 1 to " .. MAX_INT32)
-      if not n then return err end
-      o[name] = n
+  local values = {}
+  for name in pairs(OPTIONS) do
+    values[name] = opts[name]
+  end
+  for i = 1, #CHECKS do
+    local name, check = CHECKS[i][1], CHECKS[i][2]
+    local err
+    if not name then
+      err = check(values)
+    elseif values[name] ~= nil then
+      err = check(o, name, values[name], keep, values)
     end
+    if err then return err end
   end
   return nil
 end
@@ -463,8 +456,8 @@ function _M.open(opts)
   if h == nil then
     return nil, error_string(err_buf)
   end
-  if not resv_store_may_answer_inline(h) then
-    ngxwait.check_pool() -- its calls will wait: is nginx's thread pool there?
+  if not resv_store_may_answer_inline(h) and host_waiter.check_pool then
+    host_waiter.check_pool() -- its calls will wait: can the host wait for them?
   end
   return setmetatable({
     handle = ffi_gc(h, resv_store_close),

@@ -10,6 +10,18 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
+
+/* True when two strings hold the same bytes. */
+static inline bool resv__str_eq(resv_str_t a, resv_str_t b) {
+  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+/* True when two keys are the same key (tenant, namespace and key). */
+static inline bool resv__key_eq(const resv_key_t *a, const resv_key_t *b) {
+  return resv__str_eq(a->key, b->key) && resv__str_eq(a->ns, b->ns) &&
+         resv__str_eq(a->tenant, b->tenant);
+}
 
 #define RESV__DEFAULT_THREADS 8
 #define RESV__DEFAULT_QUEUE 1024

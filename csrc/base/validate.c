@@ -119,15 +119,6 @@ static bool check_key(size_t i, const resv_key_t *k, size_t max, resv_error_t *e
   return check_string(what, &k->key, true, max, err);
 }
 
-static bool str_eq(const resv_str_t *a, const resv_str_t *b) {
-  return a->len == b->len && (!a->len || memcmp(a->ptr, b->ptr, a->len) == 0);
-}
-
-static bool key_eq(const resv_key_t *a, const resv_key_t *b) {
-  return str_eq(&a->key, &b->key) && str_eq(&a->ns, &b->ns) &&
-         str_eq(&a->tenant, &b->tenant);
-}
-
 /* The keys of a *_all op: 1 to max_keys, each valid, no two the same. */
 static bool check_keys(const resv_request_t *req, const resv__limits_t *lim,
                        resv_error_t *err) {
@@ -139,7 +130,7 @@ static bool check_keys(const resv_request_t *req, const resv__limits_t *lim,
   for (size_t i = 0; i < req->nkeys; i++) {
     if (!check_key(i + 1, &req->keys[i], lim->max_string, err)) return false;
     for (size_t j = 0; j < i; j++)
-      if (key_eq(&req->keys[i], &req->keys[j]))
+      if (resv__key_eq(&req->keys[i], &req->keys[j]))
         return resv__fail(err, RESV_EINVALID, "keys[%zu]: the same key as keys[%zu]",
                           i + 1, j + 1);
   }
@@ -153,7 +144,8 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
   if (req->op < RESV_OP_RESERVE || req->op > RESV_OP_ABANDON_ALL)
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d", (int)req->op);
   if (req->timeout_ms < 0 || req->timeout_ms > RESV__MAX_TIMEOUT_MS)
-    return resv__fail(err, RESV_EINVALID, "timeout_ms: must be from 1 to %d, got %lld",
+    return resv__fail(err, RESV_EINVALID,
+                      "timeout_ms: must be from 1 to %d (0: the store's), got %lld",
                       RESV__MAX_TIMEOUT_MS, (long long)req->timeout_ms);
   if (req->op == RESV_OP_SWEEP) return true; /* a whole type: no key */
   if (resv__op_is_all(req->op) ? !check_keys(req, lim, err)

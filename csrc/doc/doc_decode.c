@@ -19,10 +19,6 @@ static bool bad(resv_error_t *err, const char *what) {
                     "document is not a format-1 reservation: %s", what);
 }
 
-static bool str_eq(resv_str_t a, resv_str_t b) {
-  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
 /* Reads the next field of it, which must be named name and hold valid
  * UTF-8 without NUL, into out. */
 static bool next_string(bson_iter_t *it, const char *name, resv_str_t *out) {
@@ -91,7 +87,7 @@ static bool find_duplicate(const resv_str_t *s, size_t n, bool *dup,
   memcpy(sorted, s, n * sizeof *sorted);
   qsort(sorted, n, sizeof *sorted, str_cmp);
   for (size_t i = 1; i < n && !*dup; i++)
-    *dup = str_eq(sorted[i - 1], sorted[i]);
+    *dup = resv__str_eq(sorted[i - 1], sorted[i]);
   free(sorted);
   return true;
 }
@@ -146,9 +142,9 @@ static bool decode(const bson_t *doc, resv__mongo_doc_t *out,
     return bad(err, "corrupt BSON");
   if (!next_subdoc(&it, "_id", id_names, id, 3))
     return bad(err, "_id is not {t, n, k}");
-  if (!next_string(&it, "tenant_id", &tenant) || !str_eq(tenant, id[0]))
+  if (!next_string(&it, "tenant_id", &tenant) || !resv__str_eq(tenant, id[0]))
     return bad(err, "tenant_id missing or not the _id's");
-  if (!next_string(&it, "key", &key) || !str_eq(key, id[2]))
+  if (!next_string(&it, "key", &key) || !resv__str_eq(key, id[2]))
     return bad(err, "key missing or not the _id's");
   if (id[1].len == 0 || id[2].len == 0)
     return bad(err, "empty namespace or key");
@@ -198,8 +194,8 @@ void resv__mongo_doc_free(resv__mongo_doc_t *doc) {
 
 bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,
                               const resv_owner_t *owner) {
-  return str_eq(doc->owner.tenant, owner->tenant) &&
-         str_eq(doc->owner.id, owner->id);
+  return resv__str_eq(doc->owner.tenant, owner->tenant) &&
+         resv__str_eq(doc->owner.id, owner->id);
 }
 
 bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,

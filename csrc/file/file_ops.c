@@ -101,14 +101,6 @@ static size_t direct_key(const resv_key_t *k, unsigned char *out) {
   return n;
 }
 
-static bool str_eq(resv_str_t a, resv_str_t b) {
-  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
-static bool same_key(const resv_key_t *a, const resv_key_t *b) {
-  return str_eq(a->tenant, b->tenant) && str_eq(a->ns, b->ns) && str_eq(a->key, b->key);
-}
-
 /* ---- reading --------------------------------------------------------- */
 
 /* LMDB's order of keys (bytewise, a prefix first). */
@@ -206,7 +198,7 @@ static int lookup_hashed(MDB_cursor *c, const resv__file_bounds_t *b, const resv
     uint32_t seq = (uint32_t)s[0] << 24 | (uint32_t)s[1] << 16 | (uint32_t)s[2] << 8 | s[3];
     if (seq >= next_seq) next_seq = seq + 1;
     if (!decode(b, &key, &val, &f->rec, ft, k, err)) return *ok = false, 0;
-    if (same_key(&f->rec.key, k)) {
+    if (resv__key_eq(&f->rec.key, k)) {
       memcpy(f->key, key.mv_data, HASHED_KEY);
       f->present = true;
       break;
@@ -464,13 +456,13 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
 
 /* True when the record d is the reservation e describes. */
 static bool entry_matches(const resv_scan_entry_t *e, const resv__file_rec_t *d) {
-  if (!str_eq(d->owner.tenant, e->owner_tenant) || !str_eq(d->owner.id, e->owner_id) ||
+  if (!resv__str_eq(d->owner.tenant, e->owner_tenant) || !resv__str_eq(d->owner.id, e->owner_id) ||
       d->state != e->state)
     return false;
   if (d->state == RESV_STATE_CONFIRMED) return d->version == e->version;
   if (d->expires_at != e->expires_at || d->nholds != e->nholds) return false;
   for (size_t i = 0; i < d->nholds; i++)
-    if (!str_eq(d->holds[i], e->holds[i])) return false;
+    if (!resv__str_eq(d->holds[i], e->holds[i])) return false;
   return true;
 }
 

@@ -34,10 +34,6 @@ static bool next_utf8(bson_iter_t *it, const char *name, resv_str_t *out) {
   return true;
 }
 
-static bool same(resv_str_t a, resv_str_t b) {
-  return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
 /* A format-1 reservation document into its parts; holds into *holds
  * (malloc'd, the caller frees it). False for another shape. */
 static bool read_doc(const bson_t *b, resv_key_t *k, resv_owner_t *o, bool *confirmed,
@@ -53,7 +49,7 @@ static bool read_doc(const bson_t *b, resv_key_t *k, resv_owner_t *o, bool *conf
       !next_utf8(&sub, "k", &k->key) || bson_iter_next(&sub))
     return false;
   if (!next_utf8(&it, "tenant_id", &tenant) || !next_utf8(&it, "key", &key) ||
-      !same(tenant, k->tenant) || !same(key, k->key))
+      !resv__str_eq(tenant, k->tenant) || !resv__str_eq(key, k->key))
     return false;
   if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "owner") ||
       !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &sub) ||

@@ -22,12 +22,8 @@
 /* Holds copied into an answer without a heap array up to this many. */
 #define HOLDS_ON_STACK 16
 
-static bool same(const resv_str_t *a, const resv_str_t *b) {
-  return a->len == b->len && (a->len == 0 || memcmp(a->ptr, b->ptr, a->len) == 0);
-}
-
 static bool owned_by(const resv__view_t *v, const resv_owner_t *o) {
-  return same(&v->owner.tenant, &o->tenant) && same(&v->owner.id, &o->id);
+  return resv__str_eq(v->owner.tenant, o->tenant) && resv__str_eq(v->owner.id, o->id);
 }
 
 static bool present(const resv__view_t *v) { return v->state != RESV_STATE_NONE; }
@@ -35,7 +31,7 @@ static bool confirmed(const resv__view_t *v) { return v->state == RESV_STATE_CON
 
 static bool has_hold(const resv__view_t *v, const resv_str_t *attempt) {
   for (size_t i = 0; i < v->nholds; i++)
-    if (same(&v->holds[i], attempt)) return true;
+    if (resv__str_eq(v->holds[i], *attempt)) return true;
   return false;
 }
 
@@ -164,7 +160,7 @@ size_t resv__rules_holds(const resv__view_t *v, const resv__decision_t *d,
     break;
   case RESV__HOLDS_PULL:
     for (size_t i = 0; i < v->nholds; i++)
-      if (!same(&v->holds[i], attempt)) out[n++] = v->holds[i];
+      if (!resv__str_eq(v->holds[i], *attempt)) out[n++] = v->holds[i];
     break;
   case RESV__HOLDS_ONLY: out[n++] = *attempt; break;
   default: break; /* RESV__HOLDS_CLEAR */

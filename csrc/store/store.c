@@ -17,8 +17,9 @@
 static bool option_in_range(const char *name, int32_t value, int32_t max,
                             resv_error_t *err) {
   if (value < 0 || value > max)
-    return resv__fail(err, RESV_EINVALID, "%s: must be from 1 to %d, got %d",
-                      name, (int)max, (int)value);
+    return resv__fail(err, RESV_EINVALID,
+                      "%s: must be from 1 to %d (0: the default), got %d", name, (int)max,
+                      (int)value);
   return true;
 }
 
@@ -66,14 +67,17 @@ static bool check_options(resv_options_t *o, resv_error_t *err) {
   if (o->sharding != RESV_SHARDING_AUTO && o->sharding != RESV_SHARDING_OFF)
     return resv__fail(err, RESV_EINVALID, "sharding: must be auto or off");
   if (o->log_level < 0 || o->log_level > RESV_LOG_DEBUG)
-    return resv__fail(err, RESV_EINVALID, "log_level: must be from 1 to %d, got %d",
-                      RESV_LOG_DEBUG, (int)o->log_level);
+    return resv__fail(err, RESV_EINVALID,
+                      "log_level: must be from 1 to %d (0: the default), got %d", RESV_LOG_DEBUG,
+                      (int)o->log_level);
   if (o->sweep_grace_ms < 0 || o->sweep_grace_ms > RESV__MAX_GRACE_MS)
-    return resv__fail(err, RESV_EINVALID, "sweep_grace_ms: must be from 0 to 2^53, got %lld",
+    return resv__fail(err, RESV_EINVALID,
+                      "sweep_grace_ms: must be from 1 to 2^53 (0: the default), got %lld",
                       (long long)o->sweep_grace_ms);
   if (!o->sweep_grace_ms) o->sweep_grace_ms = RESV__DEFAULT_GRACE_MS;
   if (o->slow_ms < 0 || o->slow_ms > RESV__MAX_TIMEOUT_MS)
-    return resv__fail(err, RESV_EINVALID, "slow_ms: must be from 1 to %d, got %lld",
+    return resv__fail(err, RESV_EINVALID,
+                      "slow_ms: must be from 1 to %d (0: the default), got %lld",
                       RESV__MAX_TIMEOUT_MS, (long long)o->slow_ms);
   if (!o->slow_ms) o->slow_ms = RESV__DEFAULT_SLOW_MS;
   if (!o->threads) o->threads = RESV__DEFAULT_THREADS;

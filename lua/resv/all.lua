@@ -28,7 +28,6 @@ local base = require "resv.base"
 local type = type
 local tostring = tostring
 local tonumber = tonumber
-local ffi_gc = ffi.gc
 local ffi_new = ffi.new
 local gsub = string.gsub
 
@@ -53,7 +52,7 @@ local key_array = ffi_new("resv_key_t[?]", MOST_KEYS)
 local _M = {}
 
 -- Set by install(): resv.type's pieces these calls share.
-local key_fields, owner_fields, check_type, answer_table, call_opts, status_names
+local key_fields, owner_fields, check_type, answer_table, status_names
 
 -- r: { op, ttl, version, n, held = { kt1, kn1, kk1, ..., ot, oid, attempt },
 -- mine }. Fills the request from r.held; the caller has put r.held in
@@ -147,111 +146,15 @@ local function request_of(op, keys, owner, attempt, ttl, version, mine)
            ot = ot, oid = oid, attempt = attempt, mine = mine }
 end
 
----------------------------------------------------------------------------
--- The runner: a request of a shape on type t, waited for as the context
--- allows (the order of resv.type's calls: tried on this thread, submitted
--- and waited for by resv.spawn's scheduler, Tarantool's fibers or nginx,
--- else a blocking call).
-
-local sched = require "resv.sched"
-local ngxwait = require "resv.ngx"
-local tnt = require "resv.tarantool"
-local resv_job_done = C.resv_job_done
-local resv_job_error = C.resv_job_error
-local resv_job_answer = C.resv_job_answer
-local resv_job_destroy = C.resv_job_destroy
-local resv_job_wait = C.resv_job_wait
-local resv_job_deadline = C.resv_job_deadline
-local resv_clock_ms = C.resv_clock_ms
-local answer_buf = ffi_gc(ffi_new("resv_answer_t"), C.resv_answer_clear)
-
-local function finish_job(job, shape, r, into)
-  local err = resv_job_error(job)
-  local res, msg
-  if err ~= nil and err.code ~= 0 then
-    msg = error_string(err)
-  else
-    local a = resv_job_answer(job)
-    if a == nil then
-      msg = "server: the job finished without an answer"
-    else
-      res = shape.answer(a, r, into)
-    end
-  end
-  ffi_gc(job, nil)
-  resv_job_destroy(job)
-  return res, msg
-end
-
-local function wait_job(job, spawned, fibers, inbox)
-  if spawned then
-    return sched.wait(job)
-  elseif fibers then
-    -- Without an inbox (out of memory) the fiber blocks, within the deadline.
-    local left = tonumber(resv_job_deadline(job) - resv_clock_ms())
-    return inbox ~= nil and tnt.wait(job) or resv_job_wait(job, left > 0 and left or 0)
-  end
-  return ngxwait.wait(job, inbox ~= nil)
-end
-
-local function run(t, shape, r, opts)
-  local timeout, into = call_opts(opts)
-  if not timeout then return nil, into end -- (then into is the error)
-  local h = t.handle
-  if t.tries then
-    if shape.try(h, r, timeout, answer_buf) then
-      return shape.answer(answer_buf, r, into)
-    end
-    if err_buf.code ~= 0 then
-      return nil, error_string(err_buf)
-    end -- else it would wait for another writer: as below
-  end
-  local inline = t.inline
-  local spawned = not inline and sched.in_spawned()
-  local fibers = not inline and not spawned and tnt.usable()
-  if not spawned and not fibers and (inline or not ngxwait.usable()) then
-    if not shape.call(h, r, timeout, answer_buf) then
-      return nil, error_string(err_buf)
-    end
-    return shape.answer(answer_buf, r, into)
-  end
-  local inbox, err
-  if spawned then
-    inbox, err = sched.inbox()
-    if inbox == nil then return nil, err end
-  elseif fibers then
-    inbox = tnt.inbox()
-  else
-    inbox = ngxwait.inbox()
-  end
-  local started = resv_clock_ms()
-  local job = shape.submit(h, r, timeout, inbox)
-  if job == nil then
-    return nil, error_string(err_buf)
-  end
-  if not resv_job_done(job) then
-    -- A dropped waiter (an aborted request) leaves the job to the collector.
-    job = ffi_gc(job, resv_job_destroy)
-    if not wait_job(job, spawned, fibers, inbox) then
-      ffi_gc(job, nil)
-      resv_job_destroy(job)
-      return nil, "timeout: no answer within " .. tonumber(resv_clock_ms() - started) .. " ms"
-    end
-  end
-  return finish_job(job, shape, r, into)
-end
-
----------------------------------------------------------------------------
-
 -- Installs the methods into Type. pieces: resv.type's key_fields,
--- owner_fields, check_type, answer_table, call_opts and status_names, and
--- optionally its run(t, shape, r, opts), which runs a request of a shape
--- and waits as the context allows (the runner above otherwise).
+-- owner_fields, check_type, answer_table and status_names, and its
+-- run(t, shape, r, opts) (resv.type's call), which runs a request of a
+-- shape and waits as the context allows.
 function _M.install(Type, pieces)
   key_fields, owner_fields = pieces.key_fields, pieces.owner_fields
   check_type, answer_table = pieces.check_type, pieces.answer_table
-  call_opts, status_names = pieces.call_opts, pieces.status_names
-  local run = pieces.run or run
+  status_names = pieces.status_names
+  local run = pieces.run
 
   function Type:reserve_all(keys, owner, attempt, ttl_ms, opts)
     check_type(self, "reserve_all")

@@ -52,72 +52,76 @@ local function pack(...)
   return { n = select("#", ...), ... }
 end
 
+-- A pump's state: the controller cq, opts' on_failure, the pollable
+-- object on resv.fd() (inbox), the condition that wakes the loop, and
+-- whether the loop runs or the pump was stopped.
+
+local function report(p, failures)
+  if failures then
+    for i = 1, #failures do
+      p.on_failure(failures[i])
+    end
+  end
+end
+
+local function loop(p)
+  while not p.stopped and resv.pending() > 0 do
+    local ms = resv.timeout()
+    if sched.turn_pending() then
+      ms = 0
+    end
+    if ms == nil then
+      cqueues.poll(p.inbox, p.wake)
+    else
+      cqueues.poll(p.inbox, p.wake, ms / 1000)
+    end
+    local _, failures = resv.poll()
+    report(p, failures)
+  end
+  p.running = false
+end
+
+local function ensure_running(p)
+  if p.stopped then
+    return
+  end
+  if p.running then
+    p.wake:signal()
+  elseif resv.pending() > 0 then
+    p.running = true
+    p.cq:wrap(loop, p)
+  end
+end
+
+-- A spawned coroutine's cqueues wait: a coroutine of cq waits for it,
+-- then resumes the spawned one with what cqueues.poll answered.
+local function take_wait(p, co, ...)
+  p.cq:wrap(function(...)
+    local results = pack(cqueues.poll(...))
+    sched.resume(co, unpack(results, 1, results.n))
+    report(p, select(2, resv.poll()))
+    ensure_running(p)
+  end, ...)
+end
+
 function _M.start(cq, opts)
   if type(cq) ~= "userdata" and type(cq) ~= "table" or cq.wrap == nil then
     error("resv.cqueues.start: expected a cqueues controller (cqueues.new())", 2)
   end
   opts = opts or {}
-  local on_failure = opts.on_failure or default_failure
   local fd, err = resv.fd()
   if fd == nil then
     return nil, err
   end
-  -- What cqueues.poll waits on: a pollable object on the inbox descriptor.
-  local inbox = {
-    pollfd = function() return fd end,
-    events = function() return "r" end,
+  local p = {
+    cq = cq, on_failure = opts.on_failure or default_failure,
+    -- What cqueues.poll waits on: a pollable object on the inbox descriptor.
+    inbox = { pollfd = function() return fd end, events = function() return "r" end },
+    wake = condition.new(), running = false, stopped = false,
   }
-  local wake = condition.new()
   local pump = {}
-  local running, stopped = false, false
 
-  local function report(failures)
-    if failures then
-      for i = 1, #failures do
-        on_failure(failures[i])
-      end
-    end
-  end
-
-  local function loop()
-    while not stopped and resv.pending() > 0 do
-      local ms = resv.timeout()
-      if sched.turn_pending() then
-        ms = 0
-      end
-      if ms == nil then
-        cqueues.poll(inbox, wake)
-      else
-        cqueues.poll(inbox, wake, ms / 1000)
-      end
-      local _, failures = resv.poll()
-      report(failures)
-    end
-    running = false
-  end
-
-  local function ensure_running()
-    if stopped then
-      return
-    end
-    if running then
-      wake:signal()
-    elseif resv.pending() > 0 then
-      running = true
-      cq:wrap(loop)
-    end
-  end
-
-  -- A spawned coroutine's cqueues wait: a coroutine of cq waits for it,
-  -- then resumes the spawned one with what cqueues.poll answered.
-  sched.foreign_yield(cqueues._POLL, function(co, ...)
-    cq:wrap(function(...)
-      local results = pack(cqueues.poll(...))
-      sched.resume(co, unpack(results, 1, results.n))
-      report(select(2, resv.poll()))
-      ensure_running()
-    end, ...)
-  end)
+  sched.foreign_yield(cqueues._POLL, function(co, ...) take_wait(p, co, ...) end)
 
   -- resv.spawn(fn, ...), then the pump runs while it is pending. Called
   -- outside the controller (before cq:loop()), the coroutine starts on the
@@ -132,26 +136,28 @@ function _M.start(cq, opts)
       local args = pack(...)
       cq:wrap(function()
         resv.spawn(fn, unpack(args, 1, args.n))
-        ensure_running()
+        ensure_running(p)
       end)
       return nil
     end
     local co = resv.spawn(fn, ...)
-    ensure_running()
+    ensure_running(p)
     return co
   end
 
   -- Starts the pump after coroutines were spawned with resv.spawn itself.
-  pump.arm = ensure_running
+  function pump.arm()
+    ensure_running(p)
+  end
 
   -- Stops the pump; cqueues waits in spawned coroutines are refused again.
   function pump.stop()
-    stopped = true
+    p.stopped = true
     sched.foreign_yield(cqueues._POLL, nil)
-    wake:signal()
+    p.wake:signal()
   end
 
-  ensure_running()
+  ensure_running(p)
   return pump
 end
 

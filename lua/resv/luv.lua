@@ -41,102 +41,109 @@ local function default_failure(traceback)
   io.stderr:write("resv: ", traceback, "\n")
 end
 
+-- A watcher's state: uv's poll and timer handles, opts' schedule and
+-- on_failure, and whether a poll is scheduled, the handles are stopped
+-- for good, the poll handle is started.
+
+-- Starts the handles for what is pending, or stops them when nothing is.
+local function arm(w)
+  if w.stopped or w.scheduled then
+    return
+  end
+  if resv.pending() == 0 then
+    if w.polling then
+      w.poll:stop()
+      w.polling = false
+    end
+    w.timer:stop()
+    return
+  end
+  if not w.polling then
+    w.poll:start("r", w.on_event)
+    w.polling = true
+  end
+  -- A coroutine that yielded on its own waits for the next turn.
+  local ms = sched.turn_pending() and 0 or resv.timeout()
+  if ms then
+    w.timer:start(ms, 0, w.on_event)
+  else
+    w.timer:stop()
+  end
+end
+
+local function pump(w)
+  w.scheduled = false
+  if w.stopped then
+    return
+  end
+  local _, failures = resv.poll()
+  if failures then
+    for i = 1, #failures do
+      w.on_failure(failures[i])
+    end
+  end
+  arm(w)
+end
+
+local function on_event(w, poll_err)
+  if type(poll_err) == "string" then
+    w.on_failure("resv.luv: polling resv.fd() failed: " .. poll_err)
+  end
+  if w.schedule == nil then
+    pump(w)
+  elseif not w.scheduled then
+    w.scheduled = true
+    -- Level-triggered: the descriptor stays readable until the poll, so
+    -- the handle must rest until the scheduled poll has run.
+    w.poll:stop()
+    w.polling = false
+    w.timer:stop()
+    w.schedule(w.pump)
+  end
+end
+
 function _M.start(uv, opts)
   if type(uv) ~= "table" or type(uv.new_poll) ~= "function" then
     error("resv.luv.start: expected luv's module (require \"luv\" or vim.loop)", 2)
   end
   opts = opts or {}
-  local schedule = opts.schedule
-  local on_failure = opts.on_failure or default_failure
   local fd, err = resv.fd()
   if fd == nil then
     return nil, err
   end
-  local poll = uv.new_poll(fd)
-  local timer = uv.new_timer()
+  local w = {
+    poll = uv.new_poll(fd), timer = uv.new_timer(),
+    schedule = opts.schedule, on_failure = opts.on_failure or default_failure,
+    scheduled = false, stopped = false, polling = false,
+  }
+  w.on_event = function(poll_err) on_event(w, poll_err) end
+  w.pump = function() pump(w) end
   local watcher = {}
-  local scheduled, stopped, polling = false, false, false
-  local on_event
-
-  -- Starts the handles for what is pending, or stops them when nothing is.
-  local function arm()
-    if stopped or scheduled then
-      return
-    end
-    if resv.pending() == 0 then
-      if polling then
-        poll:stop()
-        polling = false
-      end
-      timer:stop()
-      return
-    end
-    if not polling then
-      poll:start("r", on_event)
-      polling = true
-    end
-    -- A coroutine that yielded on its own waits for the next turn.
-    local ms = sched.turn_pending() and 0 or resv.timeout()
-    if ms then
-      timer:start(ms, 0, on_event)
-    else
-      timer:stop()
-    end
-  end
-
-  local function pump()
-    scheduled = false
-    if stopped then
-      return
-    end
-    local _, failures = resv.poll()
-    if failures then
-      for i = 1, #failures do
-        on_failure(failures[i])
-      end
-    end
-    arm()
-  end
-
-  on_event = function(poll_err)
-    if type(poll_err) == "string" then
-      on_failure("resv.luv: polling resv.fd() failed: " .. poll_err)
-    end
-    if schedule == nil then
-      pump()
-    elseif not scheduled then
-      scheduled = true
-      -- Level-triggered: the descriptor stays readable until the poll, so
-      -- the handle must rest until the scheduled poll has run.
-      poll:stop()
-      polling = false
-      timer:stop()
-      schedule(pump)
-    end
-  end
 
   -- resv.spawn(fn, ...), then the handles are armed for its wait.
   function watcher.spawn(fn, ...)
     local co = resv.spawn(fn, ...)
-    arm()
+    arm(w)
     return co
   end
 
   -- Arms the handles after coroutines were spawned with resv.spawn itself.
-  watcher.arm = arm
+  function watcher.arm()
+    arm(w)
+  end
 
   -- Stops watching and closes the handles.
   function watcher.stop()
-    if not stopped then
-      stopped = true
-      poll:stop()
-      timer:stop()
-      poll:close()
-      timer:close()
+    if not w.stopped then
+      w.stopped = true
+      w.poll:stop()
+      w.timer:stop()
+      w.poll:close()
+      w.timer:close()
     end
   end
 
-  arm()
+  arm(w)
   return watcher
 end
 

@@ -116,6 +116,105 @@ function _M.portable(st)
   return copy
 end
 
+-- The samples of each family: each(st, emit) calls emit(sample name,
+-- label pairs, value) for the stats table st of one store.
+
+local function calls_samples(st, emit)
+  for _, op in ipairs(OPS) do
+    local c = st.calls[op] or {}
+    for _, status in ipairs(sorted_keys(c)) do
+      emit("resv_calls_total", 'op="' .. op .. '",status="' .. status .. '"', c[status])
+    end
+  end
+end
+
+local function errors_samples(st, emit)
+  for _, op in ipairs(OPS) do
+    local e = st.errors[op] or {}
+    for _, code in ipairs(sorted_keys(e)) do
+      emit("resv_errors_total", 'op="' .. op .. '",code="' .. code .. '"', e[code])
+    end
+  end
+end
+
+local function latency_samples(st, emit)
+  for _, op in ipairs(OPS) do
+    local h = st.latency[op]
+    if h then
+      local o = 'op="' .. op .. '"'
+      for i, b in ipairs(h.buckets) do
+        local le, count = BOUNDS[i], b
+        if type(b) == "table" then le, count = b.le, b.count end
+        emit("resv_call_duration_seconds_bucket", o .. ',le="' .. number(le) .. '"', count)
+      end
+      emit("resv_call_duration_seconds_sum", o, h.sum)
+      emit("resv_call_duration_seconds_count", o, h.count)
+    end
+  end
+end
+
+-- A field of every store (0 when absent).
+local function scalar(key, name)
+  return function(st, emit) emit(name, "", st[key] or 0) end
+end
+
+-- A field some stores have: only theirs.
+local function gauge(key, name)
+  return function(st, emit)
+    if st[key] then emit(name, "", st[key]) end
+  end
+end
+
+-- A field in ms some stores have, in seconds.
+local function seconds(key, name)
+  return function(st, emit)
+    if st[key] then emit(name, "", st[key] / 1000) end
+  end
+end
+
+-- The families in the order they are written: name, type, help, samples.
+-- A family with `when` is written only when one store at least has that
+-- field.
+local FAMILIES = {
+  { "resv_calls_total", "counter", "Calls answered, by operation and answer status.",
+    calls_samples },
+  { "resv_errors_total", "counter", "Calls that failed, by operation and error code.",
+    errors_samples },
+  { "resv_call_duration_seconds", "histogram",
+    "Time from a call to its answer (the memory store observes one call in 256).",
+    latency_samples },
+  { "resv_duplicate_key_retries_total", "counter",
+    "Upserts that met a duplicate key and read the key again (MongoDB).",
+    scalar("duplicate_key_retries", "resv_duplicate_key_retries_total") },
+  { "resv_setup_failures_total", "counter",
+    "Set-ups of a type (collection, format record) that failed.",
+    scalar("setup_failures", "resv_setup_failures_total") },
+  { "resv_slow_calls_total", "counter", "Calls that took longer than slow_ms.",
+    scalar("slow_calls", "resv_slow_calls_total") },
+  { "resv_jobs_waiting", "gauge", "Jobs queued for a dispatcher thread.",
+    scalar("jobs_waiting", "resv_jobs_waiting") },
+  { "resv_jobs_running", "gauge", "Jobs a dispatcher thread is running.",
+    scalar("jobs_running", "resv_jobs_running") },
+  { "resv_entries", "gauge", "Reservations the store holds (memory and file stores).",
+    gauge("entries", "resv_entries"), when = "entries" },
+  { "resv_bytes", "gauge", "Bytes those reservations take (memory and file stores).",
+    gauge("bytes", "resv_bytes"), when = "entries" },
+  { "resv_clock_skew_seconds", "gauge",
+    "The server's clock minus this host's at the driver's last hello (MongoDB).",
+    seconds("clock_skew_ms", "resv_clock_skew_seconds"), when = "clock_skew_ms" },
+  { "resv_clock_skew_error_seconds", "gauge",
+    "How far off resv_clock_skew_seconds may be: half the hello's round trip.",
+    seconds("clock_skew_error_ms", "resv_clock_skew_error_seconds"), when = "clock_skew_ms" },
+}
+
+-- True when one store of list at least has the field key.
+local function any_has(list, key)
+  for _, item in ipairs(list) do
+    if item.stats[key] ~= nil then return true end
+  end
+  return false
+end
+
 -- Renders a list of { labels = {...} or nil, stats = store:stats() or
 -- portable(...) } as one text. Raises on a bad labels table.
 function _M.render_many(list)
@@ -141,84 +240,10 @@ function _M.render_many(list)
       end)
     end
   end
-  local function scalar(field)
-    return function(st, emit) emit(field.name, "", st[field.key] or 0) end
-  end
-
-  family("resv_calls_total", "counter", "Calls answered, by operation and answer status.",
-    function(st, emit)
-      for _, op in ipairs(OPS) do
-        local c = st.calls[op] or {}
-        for _, status in ipairs(sorted_keys(c)) do
-          emit("resv_calls_total", 'op="' .. op .. '",status="' .. status .. '"', c[status])
-        end
-      end
-    end)
-  family("resv_errors_total", "counter", "Calls that failed, by operation and error code.",
-    function(st, emit)
-      for _, op in ipairs(OPS) do
-        local e = st.errors[op] or {}
-        for _, code in ipairs(sorted_keys(e)) do
-          emit("resv_errors_total", 'op="' .. op .. '",code="' .. code .. '"', e[code])
-        end
-      end
-    end)
-  family("resv_call_duration_seconds", "histogram",
-    "Time from a call to its answer (the memory store observes one call in 256).",
-    function(st, emit)
-      for _, op in ipairs(OPS) do
-        local h = st.latency[op]
-        if h then
-          local o = 'op="' .. op .. '"'
-          for i, b in ipairs(h.buckets) do
-            local le, count = BOUNDS[i], b
-            if type(b) == "table" then le, count = b.le, b.count end
-            emit("resv_call_duration_seconds_bucket", o .. ',le="' .. number(le) .. '"', count)
-          end
-          emit("resv_call_duration_seconds_sum", o, h.sum)
-          emit("resv_call_duration_seconds_count", o, h.count)
-        end
-      end
-    end)
-  family("resv_duplicate_key_retries_total", "counter",
-         "Upserts that met a duplicate key and read the key again (MongoDB).",
-         scalar { name = "resv_duplicate_key_retries_total", key = "duplicate_key_retries" })
-  family("resv_setup_failures_total", "counter",
-         "Set-ups of a type (collection, format record) that failed.",
-         scalar { name = "resv_setup_failures_total", key = "setup_failures" })
-  family("resv_slow_calls_total", "counter", "Calls that took longer than slow_ms.",
-         scalar { name = "resv_slow_calls_total", key = "slow_calls" })
-  family("resv_jobs_waiting", "gauge", "Jobs queued for a dispatcher thread.",
-         scalar { name = "resv_jobs_waiting", key = "jobs_waiting" })
-  family("resv_jobs_running", "gauge", "Jobs a dispatcher thread is running.",
-         scalar { name = "resv_jobs_running", key = "jobs_running" })
-  local embedded = false
-  for _, item in ipairs(list) do embedded = embedded or item.stats.entries ~= nil end
-  if embedded then
-    local function gauge(key, name)
-      return function(st, emit)
-        if st[key] then emit(name, "", st[key]) end
-      end
+  for _, f in ipairs(FAMILIES) do
+    if f.when == nil or any_has(list, f.when) then
+      family(f[1], f[2], f[3], f[4])
     end
-    family("resv_entries", "gauge", "Reservations the store holds (memory and file stores).",
-           gauge("entries", "resv_entries"))
-    family("resv_bytes", "gauge", "Bytes those reservations take (memory and file stores).",
-           gauge("bytes", "resv_bytes"))
-  end
-  local measured = false
-  for _, item in ipairs(list) do measured = measured or item.stats.clock_skew_ms ~= nil end
-  if measured then
-    local function seconds(key, name)
-      return function(st, emit)
-        if st[key] then emit(name, "", st[key] / 1000) end
-      end
-    end
-    family("resv_clock_skew_seconds", "gauge",
-           "The server's clock minus this host's at the driver's last hello (MongoDB).",
-           seconds("clock_skew_ms", "resv_clock_skew_seconds"))
-    family("resv_clock_skew_error_seconds", "gauge",
-           "How far off resv_clock_skew_seconds may be: half the hello's round trip.",
-           seconds("clock_skew_error_ms", "resv_clock_skew_error_seconds"))
   end
   line("")
   return concat(out, "\n")

@@ -1,17 +1,26 @@
 -- resv.ngx: waiting for a job inside OpenResty without blocking the worker.
 --
--- The interface resv.lua uses is two functions, so the mechanism can
--- change without touching it:
---   usable()  true when the running code is in an nginx phase whose
---             coroutine may yield;
---   wait(job) returns true once resv_job_done(job), or false once the
---             job's deadline plus grace (resv_job_deadline) has passed,
---             yielding meanwhile.
--- and two for the nginx configuration and benchmarks:
+-- It is the waiter resv.host picks when a global `ngx` with ngx.get_phase
+-- is there (the interface is described in resv.host); resv.type calls
+--   usable()               true in an nginx phase whose coroutine may
+--                          yield (elsewhere the call blocks the worker,
+--                          logged once per phase);
+--   inbox()                the worker's inbox, when the "inbox" mechanism
+--                          can work here, else nil;
+--   wait(job, in_inbox, now) true once the job is done, false once its
+--                          deadline plus grace (resv_job_deadline) has
+--                          passed, yielding meanwhile;
+-- resv.lua calls present() (true in any phase: none may block) and
+-- check_pool() (when a store whose calls wait opens). For the nginx
+-- configuration, benchmarks and /health:
 --   use(name)    picks the mechanism; true, or nil and an error;
 --   mechanism()  the name of the mechanism in use;
+--   waiting()    how many calls wait;
 -- and the helpers of resv/ngx_worker.lua (open_in_worker, type, unavailable,
 -- serve_metrics, ...), which load that file on their first use.
+-- The functions a pool thread runs (thread_wait, inbox_wait) load this
+-- module in that thread's own Lua state, where they use only resv.ffi
+-- and resv.base.
 --
 -- The mechanisms (examples/openresty/README.md has the measurements that
 -- chose the default):
@@ -67,7 +76,8 @@
 -- its deadline.
 --
 -- `ngx` is looked up when the module loads (lua-nginx-module sets it before
--- any Lua code runs); _use() replaces it, for tests outside nginx.
+-- any Lua code runs); _use() replaces it and makes this module the host's
+-- waiter, for tests outside nginx.
 local ffi = require "ffi"
 local C = require "resv.ffi"
 
@@ -101,6 +111,9 @@ local ffi_gc = ffi.gc
 local ffi_new = ffi.new
 
 local ngx = rawget(_G, "ngx")
+-- Only ngx.sleep can be relied on: an ngx with neither pool threads nor
+-- timers (a test's fake).
+local sleep_only = ngx ~= nil and ngx.run_worker_thread == nil and ngx.timer == nil
 
 -- The phases whose handlers run in a coroutine that ngx.sleep may yield
 -- (lua-nginx-module's documentation of ngx.sleep lists these contexts).
@@ -141,9 +154,14 @@ local thread_broken    -- why the thread pool cannot be used, once known
 
 local _M = {}
 
--- Milliseconds until job's waiter gives up (<= 0: now).
-local function left_ms(job)
-  return tonumber(resv_job_deadline(job) - resv_clock_ms())
+-- The clock of deadlines (resv_clock_ms) as a Lua number.
+local function now_ms()
+  return tonumber(resv_clock_ms())
+end
+
+-- Milliseconds until until_ms (<= 0: past).
+local function left_ms(until_ms)
+  return until_ms - now_ms()
 end
 
 local warned = {} -- phase -> true once a blocking call there was logged
@@ -192,7 +210,7 @@ local drain_orphans -- the inbox's: wakes finished calls when no one leads
 
 local function keep(premature)
   local sleep = ngx.sleep
-  while not premature and resv_clock_ms() < keep_until do
+  while not premature and now_ms() < keep_until do
     local orphans = drain_orphans()
     if not orphans and next(kept) == nil then
       break
@@ -202,9 +220,8 @@ local function keep(premature)
   keeping = false
 end
 
-local function keep_alive(job)
+local function keep_alive(job, until_ms)
   kept[job] = true
-  local until_ms = resv_job_deadline(job)
   if until_ms > keep_until then
     keep_until = until_ms
   end
@@ -216,11 +233,11 @@ end
 ---------------------------------------------------------------------------
 -- backoff
 
-local function wait_backoff(job)
+local function wait_backoff(job, until_ms)
   local sleep = ngx.sleep
   local step = FIRST_STEP
   while not resv_job_done(job) do
-    local left = left_ms(job)
+    local left = left_ms(until_ms)
     if left <= 0 then
       return false
     end
@@ -234,7 +251,7 @@ end
 -- watcher
 
 local semaphore          -- ngx.semaphore, loaded on first use
-local waiters = {}       -- job address -> { job = job, sema = semaphore }
+local waiters = {}       -- job address -> { job, sema, until_ms }
 local nwaiters = 0
 local watching = false
 
@@ -250,7 +267,7 @@ local function watch(premature)
   while nwaiters > 0 do
     -- Removing the visited entry while traversing is allowed in Lua.
     for address, w in pairs(waiters) do
-      if premature or resv_job_done(w.job) or left_ms(w.job) <= 0 then
+      if premature or resv_job_done(w.job) or left_ms(w.until_ms) <= 0 then
         forget(address)
         w.sema:post(1)
       end
@@ -271,25 +288,25 @@ local function watcher_available()
   return semaphore and ngx.timer ~= nil and ngx.timer.at ~= nil
 end
 
-local function wait_watcher(job)
+local function wait_watcher(job, until_ms)
   if not watcher_available() then
-    return wait_backoff(job)
+    return wait_backoff(job, until_ms)
   end
   local address = job_address(job)
   local sema = semaphore.new()
-  waiters[address] = { job = job, sema = sema }
+  waiters[address] = { job = job, sema = sema, until_ms = until_ms }
   nwaiters = nwaiters + 1
   if not watching then
     local ok, err = ngx.timer.at(0, watch)
     if not ok then
       forget(address)
       ngx.log(ngx.WARN, "resv: no watcher timer (", err, "), polling")
-      return wait_backoff(job)
+      return wait_backoff(job, until_ms)
     end
     watching = true
   end
   while not resv_job_done(job) do
-    local left = left_ms(job)
+    local left = left_ms(until_ms)
     if left <= 0 then
       break
     end
@@ -363,16 +380,16 @@ function _M.thread_wait(address, timeout_ms)
   return done
 end
 
-local function wait_thread(job)
+local function wait_thread(job, until_ms)
   local run = ngx.run_worker_thread
   if thread_broken or run == nil or not THREADABLE[ngx.get_phase()] then
-    return wait_watcher(job)
+    return wait_watcher(job, until_ms)
   end
   local address = job_address(job)
   threaded[job] = true
-  keep_alive(job)
+  keep_alive(job, until_ms)
   while not resv_job_done(job) do
-    local left = left_ms(job)
+    local left = left_ms(until_ms)
     if left <= 0 then
       break
     end
@@ -385,7 +402,7 @@ local function wait_thread(job)
       threaded[job] = nil
       kept[job] = nil
       pool_broken(err)
-      return wait_watcher(job)
+      return wait_watcher(job, until_ms)
     end
   end
   threaded[job] = nil
@@ -442,7 +459,8 @@ local function unwait(address)
   return sema
 end
 
--- Wakes the request of every finished call in the inbox.
+-- Wakes the request of every finished call in the inbox, taking it off the
+-- waiters: a waiter whose entry is gone knows its job is done.
 local function drain_inbox()
   repeat
     local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
@@ -459,16 +477,17 @@ end
 -- Drains the inbox when no leader is waiting on it (the leader's request
 -- may be gone): true while calls still wait in it.
 function drain_orphans()
-  if ninbox > 0 and (lease_until == nil or resv_clock_ms() > lease_until) then
+  if ninbox > 0 and (lease_until == nil or now_ms() > lease_until) then
     drain_inbox()
   end
   return ninbox > 0
 end
 
--- Leads: waits on the inbox in a pool thread for up to ms, then wakes the
--- finished calls' requests. False when the thread pool cannot be used.
-local function lead(ms)
-  lease_until = resv_clock_ms() + LEASE_MS
+-- Leads from now (ms): waits on the inbox in a pool thread for up to ms,
+-- then wakes the finished calls' requests. False when the thread pool
+-- cannot be used.
+local function lead(now, ms)
+  lease_until = now + LEASE_MS
   local ok, err = ngx.run_worker_thread(THREAD_POOL, "resv.ngx", "inbox_wait",
                                         job_address(inbox), ms)
   lease_until = nil
@@ -479,30 +498,30 @@ local function lead(ms)
   return ok
 end
 
-local function wait_inbox(job)
+local function wait_inbox(job, until_ms, now)
   local address = job_address(job)
-  if resv_job_done(job) then
-    return true
-  end
   local sema = semaphore.new()
   inbox_waiters[address] = sema
   ninbox = ninbox + 1
-  keep_alive(job)
-  while not resv_job_done(job) do
-    local left = left_ms(job)
-    if left <= 0 then
-      break
-    end
-    if lease_until == nil or resv_clock_ms() > lease_until then
-      if not lead(min(INBOX_SLICE_MS, left)) then
+  keep_alive(job, until_ms)
+  local done = false
+  while now < until_ms do
+    local left = until_ms - now
+    if lease_until == nil or now > lease_until then
+      if not lead(now, min(INBOX_SLICE_MS, left)) then
         -- The pool is not there: the watcher takes this call over.
         unwait(address)
         kept[job] = nil
-        return wait_watcher(job)
+        return wait_watcher(job, until_ms)
       end
     else
       sema:wait(min(left, LEASE_MS) / 1000)
     end
+    if inbox_waiters[address] ~= sema then
+      done = true
+      break
+    end
+    now = now_ms()
   end
   unwait(address)
   -- Hand the lead on: wake one call still waiting, which finds no leader.
@@ -513,13 +532,13 @@ local function wait_inbox(job)
     end
   end
   kept[job] = nil
-  return resv_job_done(job)
+  return done or resv_job_done(job)
 end
 
 ---------------------------------------------------------------------------
 
-local function wait_block(job)
-  local left = left_ms(job)
+local function wait_block(job, until_ms)
+  local left = left_ms(until_ms)
   return resv_job_wait(job, left > 0 and left or 0)
 end
 
@@ -531,16 +550,19 @@ local WAIT = {
 }
 
 -- in_inbox: the job was submitted with _M.inbox(); the others wait by the
--- watcher when "inbox" is chosen.
-function _M.wait(job, in_inbox)
-  if ngx.run_worker_thread == nil and ngx.timer == nil then
-    -- Not a real nginx (a test's fake): only ngx.sleep can be relied on.
-    return wait_backoff(job)
+-- watcher when "inbox" is chosen. now: resv_clock_ms() shortly before.
+function _M.wait(job, in_inbox, now)
+  local until_ms = tonumber(resv_job_deadline(job))
+  if sleep_only then
+    return wait_backoff(job, until_ms)
   end
   if chosen == "inbox" then
-    return (in_inbox and wait_inbox or wait_watcher)(job)
+    if in_inbox then
+      return wait_inbox(job, until_ms, tonumber(now))
+    end
+    return wait_watcher(job, until_ms)
   end
-  return WAIT[chosen](job)
+  return WAIT[chosen](job, until_ms)
 end
 
 function _M.use(name)
@@ -575,9 +597,17 @@ for _, name in ipairs { "open_in_worker", "store", "type", "unavailable",
   _M[name] = function(...) return require("resv.ngx_worker")[name](...) end
 end
 
--- Replaces the ngx table this module uses (nil: none). For tests.
+-- Replaces the ngx table this module uses, and makes this module the
+-- host's waiter (nil: none, and the host found at load again). For tests.
 function _M._use(fake_ngx)
   ngx = fake_ngx
+  sleep_only = ngx ~= nil and ngx.run_worker_thread == nil and ngx.timer == nil
+  local host = require "resv.host"
+  if fake_ngx == nil then
+    host._use(nil)
+  else
+    host._use(_M, "ngx")
+  end
 end
 
 return _M

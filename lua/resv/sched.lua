@@ -98,8 +98,9 @@ local function own_process()
   end
 end
 
-local function get_inbox()
-  own_process()
+-- The inbox, made on first use; or nil and an error. The caller made sure
+-- the state is this process's (own_process).
+local function made_inbox()
   if inbox == nil then
     local made = resv_inbox_new(err_buf)
     if made == nil then
@@ -108,6 +109,11 @@ local function get_inbox()
     inbox = ffi_gc(made, resv_inbox_destroy)
   end
   return inbox
+end
+
+local function get_inbox()
+  own_process()
+  return made_inbox()
 end
 _M.inbox = get_inbox
 
@@ -121,9 +127,27 @@ function _M.in_spawned()
   return spawned[co] == true
 end
 
+-- For a call about to wait: false outside a coroutine started by spawn()
+-- in this process, else the inbox its job goes to, or nil and an error.
+function _M.spawned_inbox()
+  local co = co_running()
+  if co == nil or spawned[co] ~= true then
+    return false
+  end
+  own_process()
+  if spawned[co] ~= true then
+    return false
+  end
+  return made_inbox()
+end
+
+-- What poll() resumes a waiting coroutine with when its job was drained
+-- from the inbox: that job is done.
+local DRAINED = {}
+
 -- Parks the running spawned coroutine until job is done or its deadline
--- (plus grace) has passed. job was submitted with this module's inbox.
--- Returns true when the job is done.
+-- (plus grace) has passed. job was submitted with this module's inbox, and
+-- was not done when the caller last looked. Returns true when it is done.
 function _M.wait(job)
   local co = co_running()
   local address = job_address(job)
@@ -133,11 +157,10 @@ function _M.wait(job)
   if earliest == nil or until_ms < earliest then
     earliest = until_ms
   end
-  local done = resv_job_done(job)
-  while not done and resv_clock_ms() < until_ms do
-    co_yield(WAITING)
-    done = resv_job_done(job)
-  end
+  local done
+  repeat
+    done = co_yield(WAITING) == DRAINED or resv_job_done(job)
+  until done or resv_clock_ms() >= until_ms
   waiting[address] = nil
   give_up[co] = nil
   return done
@@ -237,10 +260,13 @@ end
 -- Adds to woken (made when needed) the coroutines whose deadline has
 -- passed, and recomputes the earliest deadline of the others.
 local function past_deadline(woken)
-  if earliest == nil or resv_clock_ms() < earliest then
+  if earliest == nil then
     return woken
   end
   local now = resv_clock_ms()
+  if now < earliest then
+    return woken
+  end
   earliest = nil
   for co, until_ms in pairs(give_up) do
     if until_ms <= now then
@@ -271,7 +297,7 @@ local function resume_ready()
   -- finish into the inbox before this loop ends. A coroutine listed twice
   -- (done and past its deadline) is resumed once; one resumed while not
   -- ready yet waits again (_M.wait loops).
-  local woken
+  local woken, ndrained = nil, 0
   if inbox ~= nil then
     repeat
       local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
@@ -283,6 +309,7 @@ local function resume_ready()
         end
       end
     until n < DRAIN_MAX
+    ndrained = woken and #woken or 0
   end
   woken = past_deadline(woken)
   if woken ~= nil then
@@ -291,7 +318,7 @@ local function resume_ready()
       local co = woken[i]
       if not seen[co] and co_status(co) == "suspended" then
         seen[co] = true
-        step(co)
+        step(co, i <= ndrained and DRAINED or nil)
         resumed = resumed + 1
       end
     end
@@ -324,8 +351,7 @@ end
 -- Milliseconds until the next waiting coroutine's deadline (0 when one is
 -- past it), or nil when none waits: how long a host with its own event
 -- loop may wait for resv.fd() before it calls resv.poll() anyway.
-function _M.timeout()
-  own_process()
+local function timeout()
   -- earliest is recomputed lazily (at that deadline): when the last waiter
   -- has gone, nothing waits, whatever it still says.
   if earliest ~= nil and next(give_up) == nil then
@@ -336,6 +362,11 @@ function _M.timeout()
   end
   local left = earliest - tonumber(resv_clock_ms())
   return left > 0 and left or 0
+end
+
+function _M.timeout()
+  own_process()
+  return timeout()
 end
 
 function _M.run()
@@ -352,7 +383,7 @@ function _M.run()
         -- are no longer waiting on a job): stop rather than hang.
         break
       end
-      resv_inbox_wait(inbox, _M.timeout() or -1)
+      resv_inbox_wait(inbox, timeout() or -1)
     end
   end
   all = append_failures(all)

@@ -12,10 +12,12 @@
 -- gives up at its job's deadline plus grace (resv_job_deadline), so no
 -- fiber hangs for ever.
 --
--- The interface resv.type uses:
---   usable()   true inside Tarantool;
---   inbox()    the inbox to submit jobs to (nil if none can be made);
---   wait(job)  true once resv_job_done(job), false at its deadline.
+-- It is the waiter resv.host picks inside Tarantool (the interface is
+-- described there): usable() and present() are true inside Tarantool,
+-- inbox() is the process's inbox (nil if none can be made: then a call's
+-- wait blocks its fiber, within the deadline), wait(job, in_inbox) is
+-- true once the job is done, false at its deadline. resv.host loads it only
+-- inside Tarantool.
 local ffi = require "ffi"
 local C = require "resv.ffi"
 local base = require "resv.base"
@@ -34,6 +36,7 @@ local resv_inbox_destroy = C.resv_inbox_destroy
 local resv_inbox_fd = C.resv_inbox_fd
 local resv_inbox_drain = C.resv_inbox_drain
 local resv_job_done = C.resv_job_done
+local resv_job_wait = C.resv_job_wait
 local resv_job_deadline = C.resv_job_deadline
 local resv_clock_ms = C.resv_clock_ms
 local resv_process_generation = C.resv_process_generation
@@ -65,6 +68,7 @@ local _M = {}
 function _M.usable()
   return fiber ~= nil
 end
+_M.present = _M.usable
 
 function _M.inbox()
   local now = resv_process_generation()
@@ -79,12 +83,17 @@ function _M.inbox()
   return inbox
 end
 
+-- Signals the fiber of each finished job, taking it off the waiters: a
+-- waiter whose entry is gone knows its job is done.
 local function drain()
   repeat
     local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
     for i = 0, n - 1 do
-      local cond = waiters[job_address(drained[i])]
+      local address = job_address(drained[i])
+      local cond = waiters[address]
       if cond ~= nil then
+        waiters[address] = nil
+        nwaiters = nwaiters - 1
         cond:signal()
       end
     end
@@ -110,7 +119,12 @@ local function poller()
   end
 end
 
-function _M.wait(job)
+function _M.wait(job, in_inbox)
+  local until_ms = resv_job_deadline(job)
+  if not in_inbox then
+    local left = tonumber(until_ms - resv_clock_ms())
+    return resv_job_wait(job, left > 0 and left or 0)
+  end
   local address = job_address(job)
   local cond = fiber.cond()
   waiters[address] = cond
@@ -119,13 +133,15 @@ function _M.wait(job)
     polling = true
     fiber.create(poller)
   end
-  local until_ms = resv_job_deadline(job)
-  while not resv_job_done(job) do
+  repeat
     local left = tonumber(until_ms - resv_clock_ms())
     if left <= 0 then
       break
     end
     cond:wait(left / 1000)
+  until waiters[address] ~= cond
+  if waiters[address] ~= cond then
+    return true
   end
   waiters[address] = nil
   nwaiters = nwaiters - 1

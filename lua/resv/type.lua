@@ -1,21 +1,23 @@
 -- resv.type: an aggregate type's calls (reserve, confirm, abandon, release,
--- get) and their answers.
+-- get, sweep; scan and put for tools) and their answers.
 --
 -- Each method reads every field of its key and owner exactly once, into
--- locals, checks them, and hands them to C as arguments of the FFI call:
--- LuaJIT keeps a call's arguments alive for the call, and resv_submit_args
--- copies them before it returns. No pointer into a Lua string is ever kept
--- in a struct field, where the collector would not see it (docs/design.md section 9:
--- temporaries and __index-computed fields are fine).
+-- a request table, checks them, and hands them to C as arguments of the
+-- FFI call: LuaJIT keeps a call's arguments alive for the call, and
+-- resv_submit_args copies them before it returns. No pointer into a Lua
+-- string is ever kept in a struct field, where the collector would not see
+-- it (docs/design.md section 9: temporaries and __index-computed fields
+-- are fine); put, whose C call takes a struct, keeps its strings in a
+-- local until C is done.
 --
 -- The call then waits for its answer in the way the caller's context
 -- allows:
---   * in a coroutine started by resv.spawn: submit the job to the module's
---     inbox and yield; resv.poll()/resv.run() resume it (resv.sched);
---   * in OpenResty, in a phase that may yield: submit the job and wait
---     without blocking the worker (resv.ngx);
---   * in Tarantool, in any fiber: submit the job and wait on a fiber.cond
---     the process's poller fiber signals (resv.tarantool);
+--   * in a coroutine started by resv.spawn: submit the job to the
+--     scheduler's inbox and yield; resv.poll()/resv.run() resume it
+--     (resv.sched);
+--   * where the host's waiter says the running code may yield (resv.host:
+--     OpenResty in a phase that may yield, Tarantool in any fiber): submit
+--     the job and let the waiter wait for it without blocking the host;
 --   * anywhere else: resv_call_args, which blocks until the answer or the
 --     call's deadline.
 -- A store that answers inline (the memory store) is called directly in
@@ -23,15 +25,16 @@
 -- "process" is tried on the caller's thread first (resv_try_call_args),
 -- which answers unless the write would have to wait for another writer;
 -- only then does the call wait as the context allows. A waiter gives up
--- at the job's deadline plus a grace (resv_job_deadline) and answers
--- `timeout`.
+-- at the job's deadline plus a grace (resv_job_deadline) and the call
+-- answers `timeout`. A waited call crosses into C for: the clock, the
+-- submit, one look at the job, its deadline, its answer (and its error
+-- when there is none), its destroy; plus what the waiter needs to be woken.
 local ffi = require "ffi"
 local jit = require "jit"
 local C = require "resv.ffi"
 local base = require "resv.base"
 local sched = require "resv.sched"
-local ngxwait = require "resv.ngx"
-local tnt = require "resv.tarantool"
+local host = require "resv.host"
 
 local error = error
 local type = type
@@ -51,8 +54,6 @@ local resv_job_done = C.resv_job_done
 local resv_job_error = C.resv_job_error
 local resv_job_answer = C.resv_job_answer
 local resv_job_destroy = C.resv_job_destroy
-local resv_job_wait = C.resv_job_wait
-local resv_job_deadline = C.resv_job_deadline
 local resv_answer_clear = C.resv_answer_clear
 local resv_type_collection = C.resv_type_collection
 local resv_clock_ms = C.resv_clock_ms
@@ -64,13 +65,8 @@ local check_integer = base.check_integer
 local err_buf = base.err_buf
 local MAX_INTEGER = base.MAX_INTEGER
 local MAX_TIMEOUT_MS = base.MAX_TIMEOUT_MS
-local in_spawned = sched.in_spawned
-local get_inbox = sched.inbox
-local sched_wait = sched.wait
-local ngx_usable = ngxwait.usable
-local ngx_wait = ngxwait.wait
-local ngx_inbox = ngxwait.inbox
-local tnt_usable = tnt.usable
+local spawned_inbox = sched.spawned_inbox
+local host_waiter = host.waiter
 
 -- The answer of an inline call, read back at once.
 local answer_buf = ffi_gc(ffi_new("resv_answer_t"), resv_answer_clear)
@@ -219,25 +215,6 @@ local function answer_table(a, ot, oid, attempt, into)
   return { status = status, owner = owner, version = version }
 end
 
--- Reads a finished job, frees it and returns the answer or nil, err.
-local function finish_job(job, ot, oid, attempt, into)
-  local err = resv_job_error(job)
-  local res, msg
-  if err ~= nil and err.code ~= 0 then
-    msg = error_string(err)
-  else
-    local a = resv_job_answer(job)
-    if a == nil then
-      msg = "server: the job finished without an answer"
-    else
-      res = answer_table(a, ot, oid, attempt, into)
-    end
-  end
-  ffi_gc(job, nil)
-  resv_job_destroy(job)
-  return res, msg
-end
-
 -- A job whose waiter gave up at its deadline: the worker still running it
 -- frees it when it ends, and nobody reads its answer.
 local function give_up(job, started)
@@ -334,50 +311,70 @@ end
 ---------------------------------------------------------------------------
 -- The call
 
--- Runs one call on type t and waits as the context allows. mine: a reserve
--- or confirm, whose answer names the caller's owner (ot, oid) and attempt.
-local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, mine)
-  local timeout, into = call_opts(opts)
-  if not timeout then return nil, into end -- (then into is the error)
-  -- The owner an answer may reuse: only a reserve's or confirm's.
-  local aot = mine and ot or nil
-  if t.tries then
-    if resv_try_call_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
-                          #kk, kk, #ot, ot, #oid, oid,
-                          #attempt, attempt, answer_buf, err_buf) then
-      return answer_table(answer_buf, aot, oid, attempt, into)
-    end
-    if err_buf.code ~= 0 then
-      return nil, error_string(err_buf)
-    end -- else it would wait for another writer: as below
-  end
-  local inline = t.inline
-  local spawned = not inline and in_spawned()
-  local fibers = not inline and not spawned and tnt_usable()
-  if not spawned and not fibers and (inline or not ngx_usable()) then
-    if not resv_call_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
-                          #kk, kk, #ot, ot, #oid, oid,
-                          #attempt, attempt, answer_buf, err_buf) then
-      return nil, error_string(err_buf)
-    end
-    return answer_table(answer_buf, aot, oid, attempt, into)
-  end
+-- A request is a table of the call's checked arguments, each read once
+-- from the caller's tables:
+--   op, ttl, version   the operation and its numbers;
+--   kt, kn, kk         the key's tenant, namespace and key;
+--   ot, oid, attempt   the owner's tenant and id, and the attempt;
+--   mine               a reserve or confirm, whose answer names that owner.
+-- A shape says how a request reaches C and how its answer comes back: call
+-- (blocks), try (answers on this thread or says it would wait), submit (a
+-- job into an inbox), answer (a resv_answer_t to a table). Each passes the
+-- request's strings as arguments of the FFI call, which LuaJIT keeps alive
+-- for the call: C reads them only during it (resv_call_args,
+-- resv_try_call_args) or copies them before it returns (resv_submit_args).
+local ONE = {}
 
-  local inbox, err
-  if spawned then
-    inbox, err = get_inbox()
-    if inbox == nil then
-      return nil, err
-    end
-  elseif fibers then
-    inbox = tnt.inbox()
-  else
-    inbox = ngx_inbox()
+function ONE.call(h, r, timeout, answer)
+  return resv_call_args(h, r.op, r.ttl, r.version, timeout, #r.kt, r.kt, #r.kn, r.kn,
+                        #r.kk, r.kk, #r.ot, r.ot, #r.oid, r.oid,
+                        #r.attempt, r.attempt, answer, err_buf)
+end
+
+function ONE.try(h, r, timeout, answer)
+  return resv_try_call_args(h, r.op, r.ttl, r.version, timeout, #r.kt, r.kt, #r.kn, r.kn,
+                            #r.kk, r.kk, #r.ot, r.ot, #r.oid, r.oid,
+                            #r.attempt, r.attempt, answer, err_buf)
+end
+
+function ONE.submit(h, r, timeout, inbox)
+  return resv_submit_args(h, r.op, r.ttl, r.version, timeout, #r.kt, r.kt, #r.kn, r.kn,
+                          #r.kk, r.kk, #r.ot, r.ot, #r.oid, r.oid,
+                          #r.attempt, r.attempt, inbox, err_buf)
+end
+
+-- Only a reserve's or confirm's answer may reuse the request's owner.
+function ONE.answer(a, r, into)
+  if r.mine then
+    return answer_table(a, r.ot, r.oid, r.attempt, into)
   end
+  return answer_table(a, nil, r.oid, r.attempt, into)
+end
+
+-- Reads a finished job, frees it and returns the answer or nil, err.
+local function finish_job(job, shape, r, into)
+  local res, msg
+  local a = resv_job_answer(job)
+  if a ~= nil then
+    res = shape.answer(a, r, into)
+  else
+    local err = resv_job_error(job)
+    if err ~= nil and err.code ~= 0 then
+      msg = error_string(err)
+    else
+      msg = "server: the job finished without an answer"
+    end
+  end
+  ffi_gc(job, nil)
+  resv_job_destroy(job)
+  return res, msg
+end
+
+-- Submits the request and waits for its job with waiter w (resv.sched's,
+-- or the host's) without blocking, into inbox (nil: w waits without one).
+local function wait_call(t, shape, r, timeout, into, w, inbox)
   local started = resv_clock_ms()
-  local job = resv_submit_args(t.handle, op, ttl, version, timeout, #kt, kt, #kn, kn,
-                               #kk, kk, #ot, ot, #oid, oid,
-                               #attempt, attempt, inbox, err_buf)
+  local job = shape.submit(t.handle, r, timeout, inbox)
   if job == nil then
     return nil, error_string(err_buf)
   end
@@ -385,21 +382,40 @@ local function call(t, op, ttl, version, opts, kt, kn, kk, ot, oid, attempt, min
     -- Should the waiting coroutine be dropped (an aborted request), the
     -- collector frees the job; resv_job_destroy copes with running jobs.
     job = ffi_gc(job, resv_job_destroy)
-    local done
-    if spawned then
-      done = sched_wait(job)
-    elseif fibers then
-      -- Without an inbox (out of memory) the fiber blocks, within the deadline.
-      local left = tonumber(resv_job_deadline(job) - resv_clock_ms())
-      done = inbox ~= nil and tnt.wait(job) or resv_job_wait(job, left > 0 and left or 0)
-    else
-      done = ngx_wait(job, inbox ~= nil)
-    end
-    if not done then
+    if not w.wait(job, inbox ~= nil, started) then
       return give_up(job, started)
     end
   end
-  return finish_job(job, aot, oid, attempt, into)
+  return finish_job(job, shape, r, into)
+end
+
+-- Runs request r of the given shape on type t and waits as the context
+-- allows.
+local function call(t, shape, r, opts)
+  local timeout, into = call_opts(opts)
+  if not timeout then return nil, into end -- (then into is the error)
+  if t.tries then
+    if shape.try(t.handle, r, timeout, answer_buf) then
+      return shape.answer(answer_buf, r, into)
+    end
+    if err_buf.code ~= 0 then
+      return nil, error_string(err_buf)
+    end -- else it would wait for another writer: as below
+  end
+  if not t.inline then
+    local inbox, err = spawned_inbox()
+    if inbox then
+      return wait_call(t, shape, r, timeout, into, sched, inbox)
+    elseif inbox == nil then
+      return nil, err
+    elseif host_waiter.usable() then
+      return wait_call(t, shape, r, timeout, into, host_waiter, host_waiter.inbox())
+    end
+  end
+  if not shape.call(t.handle, r, timeout, answer_buf) then
+    return nil, error_string(err_buf)
+  end
+  return shape.answer(answer_buf, r, into)
 end
 
 ---------------------------------------------------------------------------
@@ -424,7 +440,9 @@ function Type:reserve(key, owner, attempt, ttl_ms, opts)
   local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
                                  "a positive integer (milliseconds)")
   if not ttl then return nil, err end
-  return call(self, OP_RESERVE, ttl, 0, opts, kt, kn, kk, ot, oid, attempt, true)
+  return call(self, ONE, { op = OP_RESERVE, ttl = ttl, version = 0, kt = kt, kn = kn,
+                          kk = kk, ot = ot, oid = oid, attempt = attempt,
+                          mine = true }, opts)
 end
 
 function Type:confirm(key, owner, version, opts)
@@ -436,7 +454,9 @@ function Type:confirm(key, owner, version, opts)
   local v, err = check_integer("version", version, 0, MAX_INTEGER,
                                "a non-negative integer", true)
   if not v then return nil, err end
-  return call(self, OP_CONFIRM, 0, v, opts, kt, kn, kk, ot, oid, "", true)
+  return call(self, ONE, { op = OP_CONFIRM, ttl = 0, version = v, kt = kt, kn = kn,
+                          kk = kk, ot = ot, oid = oid, attempt = "",
+                          mine = true }, opts)
 end
 
 function Type:abandon(key, owner, attempt, opts)
@@ -448,7 +468,9 @@ function Type:abandon(key, owner, attempt, opts)
   if type(attempt) ~= "string" then
     return nil, expected("attempt", "a string", attempt)
   end
-  return call(self, OP_ABANDON, 0, 0, opts, kt, kn, kk, ot, oid, attempt)
+  return call(self, ONE, { op = OP_ABANDON, ttl = 0, version = 0, kt = kt, kn = kn,
+                          kk = kk, ot = ot, oid = oid, attempt = attempt,
+                          mine = false }, opts)
 end
 
 function Type:release(key, owner, opts)
@@ -457,21 +479,28 @@ function Type:release(key, owner, opts)
   if not kt then return nil, kn end
   local ot, oid = owner_fields(owner)
   if not ot then return nil, oid end
-  return call(self, OP_RELEASE, 0, 0, opts, kt, kn, kk, ot, oid, "")
+  return call(self, ONE, { op = OP_RELEASE, ttl = 0, version = 0, kt = kt, kn = kn,
+                          kk = kk, ot = ot, oid = oid, attempt = "",
+                          mine = false }, opts)
 end
 
 function Type:get(key, opts)
   check_type(self, "get")
   local kt, kn, kk = key_fields(key)
   if not kt then return nil, kn end
-  return call(self, OP_GET, 0, 0, opts, kt, kn, kk, "", "", "")
+  return call(self, ONE, { op = OP_GET, ttl = 0, version = 0, kt = kt, kn = kn,
+                          kk = kk, ot = "", oid = "", attempt = "",
+                          mine = false }, opts)
 end
+
+local SWEEP = { op = OP_SWEEP, ttl = 0, version = 0, kt = "", kn = "", kk = "",
+                ot = "", oid = "", attempt = "", mine = false }
 
 -- Deletes the type's pending reservations expired for sweep_grace_ms or
 -- more: { status = "swept", count = n }, or nil, err.
 function Type:sweep(opts)
   check_type(self, "sweep")
-  return call(self, OP_SWEEP, 0, 0, opts, "", "", "", "", "", "")
+  return call(self, ONE, SWEEP, opts)
 end
 
 -- One page of the type's documents (resv_type_scan; for tools, it blocks
@@ -622,7 +651,7 @@ end
 -- The calls of several keys at once (resv/all.lua).
 require("resv.all").install(Type, {
   key_fields = key_fields, owner_fields = owner_fields, check_type = check_type,
-  answer_table = answer_table, call_opts = call_opts, status_names = status_names,
+  answer_table = answer_table, status_names = status_names, run = call,
 })
 
 _M.Type = Type

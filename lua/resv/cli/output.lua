@@ -1,8 +1,11 @@
 -- resv.cli.output: what the resv command prints. For people, one line an
 -- answer (answer_text: "pending, owner t1/u1, expires ..."); with --json,
 -- one JSON document a line (json, a small encoder of its own: it sorts an
--- object's keys, so that the output is stable, and writes int64_t cdata
--- as integers, which neither lua-dkjson nor lua-cjson does).
+-- object's keys, so that the output is stable, and writes every integer
+-- with all its digits (a Lua number up to 2^53, an int64_t cdata past
+-- it). Debian's lua-dkjson writes numbers with tostring, 14 significant
+-- digits, refuses cdata and orders keys as pairs() does; lua-cjson refuses
+-- cdata and does not sort keys either).
 local os = os
 local type = type
 local pairs = pairs
