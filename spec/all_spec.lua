@@ -36,22 +36,9 @@ local function computed_key(prefix, i)
                     key = function() return format("%s-%d", prefix, i) end }
 end
 
--- Why a store cannot run these calls yet (its C side answers "the X store
--- takes one key a call" until its backend runs several keys), or nil.
-local function not_yet(backend)
-  local store, t = helpers.fresh_type(backend)
-  local _, err = t:abandon_all({ key("probe") }, A, "a")
-  store:close()
-  return err and err:find("takes one key a call", 1, true) and err or nil
-end
-
 for _, backend in ipairs(backends) do
-  local missing = not_yet(backend)
   for _, mode in ipairs(helpers.modes) do
     describe("reserve_all on " .. backend.name .. " (" .. mode .. ")", function()
-      if missing then
-        return pending(missing)
-      end
       local store, t
       before_each(function() store, t = helpers.fresh_type(backend) end)
       after_each(function() store:close() end)
