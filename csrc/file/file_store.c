@@ -509,6 +509,7 @@ static void env_free(env_t *e) {
   for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
   resv__file_state_close(e->state); /* checkpoints: before LMDB closes */
   if (e->mdb) mdb_env_close(e->mdb);
+  resv__file_identity_close(&e->id);
   resv__gate_close(e->gate);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
