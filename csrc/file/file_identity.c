@@ -20,7 +20,11 @@
  * the queue (one read, which finds it empty when nothing happened) sees
  * every such change made before it: at the start of every transaction,
  * and for a write once it holds the write gate (file_gate.c: every writer
- * takes it before LMDB's writer lock). Only an event sends the check to
+ * takes it before LMDB's writer lock). A write that follows its own
+ * call's read transaction (file_store.c: a reserve reads first, so that
+ * a conflict needs no write) and takes the gate without waiting counts
+ * as checked by that read, a moment before; one that waited checks
+ * again. Only an event sends the check to
  * the files themselves: a change of data.mdb measures it (fstat), any
  * other compares the paths (stat of both). A file system mounted over
  * the path or a directory above it makes no event: the paths are also
