@@ -96,14 +96,18 @@ int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key) {
   return rc;
 }
 
-bool resv__file_chain_gap(MDB_txn *txn, MDB_dbi dbi, const MDB_val *before,
-                          const MDB_val *after, const MDB_val *after_val) {
-  uint32_t link;
+bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
+                          const MDB_val *after_val) {
+  uint32_t link, want = resv__file_key_link(before);
   MDB_val k, v;
-  if (after)
-    return resv__file_rec_link(after, after_val, &link) && link == resv__file_key_link(before);
-  k.mv_data = (void *)format_key;
-  k.mv_size = sizeof format_key - 1;
-  return mdb_get(txn, dbi, &k, &v) == 0 && resv__file_rec_link(&k, &v, &link) &&
-         link == resv__file_key_link(before);
+  if (after) return resv__file_rec_link(after, after_val, &link) && link == want;
+  /* The format record is the first key (the cursor is there already, a
+   * walk down the left edge), unless a damaged page put another first. */
+  int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+  if (rc == 0 && !is_format(&k)) {
+    k.mv_data = (void *)format_key;
+    k.mv_size = sizeof format_key - 1;
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+  }
+  return rc == 0 && resv__file_rec_link(&k, &v, &link) && link == want;
 }
