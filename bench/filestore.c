@@ -318,7 +318,7 @@ static double get_pass(resv_type_t *t, int n) {
 static double check_pass(int n, bool paths) {
   MDB_env *env = lmdb_open(MDB_RDONLY, "the store");
   resv__file_identity_t id;
-  if (resv__file_identity_init(&id, env, dir)) {
+  if (resv__file_identity_init(&id, env, dir, true)) {
     fprintf(stderr, "bench: cannot look at the store's files\n");
     exit(1);
   }

@@ -77,10 +77,12 @@ bool resv__file_check(const char *path, resv_error_t *err);
 bool resv__file_fail_access(resv_error_t *err, int errnum, const char *op,
                             const char *file, const char *how);
 
-/* Records what mdb, just opened on the directory path, has open, and
+/* Records what mdb, just opened on the directory path, has open, sets
+ * the watches up when watch (else every check looks at the files), and
  * grows data.mdb as resv__file_identity_grow does. Returns an LMDB error
  * code or errno (0 on success). */
-int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path);
+int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path,
+                             bool watch);
 
 /* Frees what init made (the watches); accepts a zeroed one. */
 void resv__file_identity_close(resv__file_identity_t *id);

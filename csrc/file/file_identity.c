@@ -28,9 +28,11 @@
  * the files themselves: a change of data.mdb measures it (fstat), any
  * other compares the paths (stat of both). A file system mounted over
  * the path or a directory above it makes no event: the paths are also
- * compared at most once a second, on any call. Where the watches cannot
- * stand (no inotify left, a path through a symbolic link, a directory
- * above moved: its watch follows it), or once one is lost, every
+ * compared at most once a second, on any call. With sync = "disk" (each
+ * commit a pwrite, an event for every process watching, beside a sync
+ * that costs far more than the checks), where the watches cannot stand
+ * (no inotify left, a path through a symbolic link, a directory above
+ * moved: its watch follows it), or once one is lost, every
  * transaction measures data.mdb (one fstat) and every write transaction,
  * once LMDB's writer lock is held, compares the paths.
  *
@@ -124,9 +126,7 @@ static bool watch_up(resv__file_identity_t *id) {
  * not in its plain form, no inotify left) every check looks at the files. */
 static void watch_start(resv__file_identity_t *id) {
   char real[PATH_MAX], data[sizeof id->path + 16];
-  id->ino = -1;
   id->n_up = 0;
-  atomic_init(&id->watching, false);
   if (!realpath(id->path, real) || strcmp(real, id->path) != 0) return;
   if ((id->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) return;
   snprintf(data, sizeof data, "%s/data.mdb", id->path);
@@ -140,7 +140,8 @@ static void watch_start(resv__file_identity_t *id) {
   atomic_store(&id->watching, true);
 }
 
-int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path) {
+int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path,
+                             bool watch) {
   struct stat data, lock;
   char file[sizeof id->path + 16];
   MDB_stat est;
@@ -172,7 +173,9 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   pthread_mutex_init(&id->drain, NULL);
   id->ready = true;
   /* Watched before the first measure: a change after it is an event. */
-  watch_start(id);
+  id->ino = -1;
+  atomic_init(&id->watching, false);
+  if (watch) watch_start(id);
   resv__file_identity_grow(id, mdb);
   return 0;
 }

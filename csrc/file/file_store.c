@@ -565,7 +565,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
              !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
              !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
     rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC | MDB_WRITEMAP), 0666);
-    if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path);
+    if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path, !disk);
   }
   if (rc) {
     if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
