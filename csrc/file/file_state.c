@@ -60,6 +60,11 @@
 
 struct resv__file_state {
   char path[PATH_MAX];
+  /* The directory as opened (-1: none, the path is used): the state is
+   * read and written in it, never in another directory put at the path
+   * later (a store whose directory was replaced must not write the new
+   * store's state). */
+  int dirfd;
   char boot[BOOT_MAX + 1];
   bool disk;
   bool fresh;    /* no state file at open: record one at start */
@@ -149,7 +154,8 @@ static bool map_current(const resv__file_state_t *s) {
 static int read_state(const char *dir, resv__file_state_t *s, bool *dirty, char *boot) {
   char name[PATH_MAX + 16], text[STATE_MAX];
   name_in(name, sizeof name, dir, "resv.state");
-  int fd = open(name, (s ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  int flags = (s ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  int fd = s && s->dirfd >= 0 ? openat(s->dirfd, "resv.state", flags) : open(name, flags);
   if (fd < 0) return errno;
   ssize_t n = pread(fd, text, sizeof text, 0);
   int rc = n < 0 ? errno : parse_state(text, (size_t)n, dirty, boot) ? 0 : EINVAL;
@@ -166,6 +172,20 @@ static int fsync_dir(const char *dir) {
   return rc;
 }
 
+/* The temporary written and renamed over resv.state in s's directory
+ * (its descriptor, else its path). */
+static int open_tmp(const resv__file_state_t *s, const char *tmp) {
+  int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  return s->dirfd >= 0 ? openat(s->dirfd, "resv.state.tmp", flags, 0666)
+                       : open(tmp, flags, 0666);
+}
+
+static int rename_tmp(const resv__file_state_t *s, const char *tmp, const char *name) {
+  if (s->dirfd < 0) return rename(tmp, name) == 0 ? 0 : errno;
+  if (renameat(s->dirfd, "resv.state.tmp", s->dirfd, "resv.state") != 0) return errno;
+  return fsync(s->dirfd) == 0 ? 0 : errno;
+}
+
 /* Records the state durably: a temporary written and fsynced, renamed
  * over resv.state, the directory fsynced; then marks the file it replaced
  * and maps the new one. Under the writer lock (or before anyone shares
@@ -176,14 +196,14 @@ static int write_state(resv__file_state_t *s, bool dirty) {
   name_in(name, sizeof name, s->path, "resv.state");
   int len = snprintf(text, sizeof text, "resv-state 1\nstate %s\nboot %s\nreplaced 0\n",
                      dirty ? "dirty" : "clean", s->boot);
-  int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  int fd = open_tmp(s, tmp);
   if (fd < 0) return errno;
   int rc = 0;
   if (pwrite(fd, text, (size_t)len, 0) != len)
     rc = errno ? errno : EIO;
-  else if (fsync(fd) != 0 || rename(tmp, name) != 0)
+  else if (fsync(fd) != 0)
     rc = errno;
-  else
+  else if ((rc = rename_tmp(s, tmp, name)) == 0 && s->dirfd < 0)
     rc = fsync_dir(s->path);
   if (rc == 0) {
     if (s->map) __atomic_store_n(&s->map[s->map_size - 2], '1', __ATOMIC_RELEASE);
@@ -396,6 +416,7 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
     return NULL;
   }
   snprintf(s->path, sizeof s->path, "%s", path);
+  s->dirfd = -1;
   read_boot_id(s->boot);
   s->disk = disk;
   const char *idle = getenv("RESV_CHECKPOINT_IDLE_MS");
@@ -422,6 +443,7 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
     resv__file_state_close(s);
     return NULL;
   }
+  s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   return s;
 }
 
@@ -458,6 +480,7 @@ void resv__file_state_close(resv__file_state_t *s) {
     checkpoint(s, resv__add_ms_sat(resv__monotonic_ms(), CHECKPOINT_GATE_MS));
   }
   if (s->map) munmap(s->map, s->map_size);
+  if (s->dirfd >= 0) close(s->dirfd);
   pthread_mutex_destroy(&s->mutex);
   pthread_cond_destroy(&s->cond);
   free(s);
