@@ -60,11 +60,13 @@
 
 struct resv__file_state {
   char path[PATH_MAX];
-  /* The directory as opened (-1: none, the path is used): the state is
-   * read and written in it, never in another directory put at the path
-   * later (a store whose directory was replaced must not write the new
-   * store's state). */
-  int dirfd;
+  /* The directory at open (dir_known false: it could not be looked at):
+   * the state is read and written only while the path still leads to it,
+   * never in another directory put at the path later (a store whose
+   * directory was replaced must not write the new store's state). */
+  bool dir_known;
+  dev_t dir_dev;
+  ino_t dir_ino;
   char boot[BOOT_MAX + 1];
   bool disk;
   bool fresh;    /* no state file at open: record one at start */
@@ -151,11 +153,18 @@ static bool map_current(const resv__file_state_t *s) {
 
 /* Reads path's resv.state: 0 (*dirty, boot filled), ENOENT, EINVAL (not
  * a state file) or another errno. With s, maps it as the current one. */
+/* Whether s's path still leads to the directory it had at open. */
+static bool same_dir(const resv__file_state_t *s) {
+  struct stat st;
+  return !s->dir_known ||
+         (stat(s->path, &st) == 0 && st.st_dev == s->dir_dev && st.st_ino == s->dir_ino);
+}
+
 static int read_state(const char *dir, resv__file_state_t *s, bool *dirty, char *boot) {
   char name[PATH_MAX + 16], text[STATE_MAX];
   name_in(name, sizeof name, dir, "resv.state");
-  int flags = (s ? O_RDWR : O_RDONLY) | O_CLOEXEC;
-  int fd = s && s->dirfd >= 0 ? openat(s->dirfd, "resv.state", flags) : open(name, flags);
+  if (s && !same_dir(s)) return ESTALE;
+  int fd = open(name, (s ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) return errno;
   ssize_t n = pread(fd, text, sizeof text, 0);
   int rc = n < 0 ? errno : parse_state(text, (size_t)n, dirty, boot) ? 0 : EINVAL;
@@ -172,20 +181,6 @@ static int fsync_dir(const char *dir) {
   return rc;
 }
 
-/* The temporary written and renamed over resv.state in s's directory
- * (its descriptor, else its path). */
-static int open_tmp(const resv__file_state_t *s, const char *tmp) {
-  int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
-  return s->dirfd >= 0 ? openat(s->dirfd, "resv.state.tmp", flags, 0666)
-                       : open(tmp, flags, 0666);
-}
-
-static int rename_tmp(const resv__file_state_t *s, const char *tmp, const char *name) {
-  if (s->dirfd < 0) return rename(tmp, name) == 0 ? 0 : errno;
-  if (renameat(s->dirfd, "resv.state.tmp", s->dirfd, "resv.state") != 0) return errno;
-  return fsync(s->dirfd) == 0 ? 0 : errno;
-}
-
 /* Records the state durably: a temporary written and fsynced, renamed
  * over resv.state, the directory fsynced; then marks the file it replaced
  * and maps the new one. Under the writer lock (or before anyone shares
@@ -196,14 +191,15 @@ static int write_state(resv__file_state_t *s, bool dirty) {
   name_in(name, sizeof name, s->path, "resv.state");
   int len = snprintf(text, sizeof text, "resv-state 1\nstate %s\nboot %s\nreplaced 0\n",
                      dirty ? "dirty" : "clean", s->boot);
-  int fd = open_tmp(s, tmp);
+  if (!same_dir(s)) return ESTALE;
+  int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return errno;
   int rc = 0;
   if (pwrite(fd, text, (size_t)len, 0) != len)
     rc = errno ? errno : EIO;
-  else if (fsync(fd) != 0)
+  else if (fsync(fd) != 0 || rename(tmp, name) != 0)
     rc = errno;
-  else if ((rc = rename_tmp(s, tmp, name)) == 0 && s->dirfd < 0)
+  else
     rc = fsync_dir(s->path);
   if (rc == 0) {
     if (s->map) __atomic_store_n(&s->map[s->map_size - 2], '1', __ATOMIC_RELEASE);
@@ -416,7 +412,6 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
     return NULL;
   }
   snprintf(s->path, sizeof s->path, "%s", path);
-  s->dirfd = -1;
   read_boot_id(s->boot);
   s->disk = disk;
   const char *idle = getenv("RESV_CHECKPOINT_IDLE_MS");
@@ -443,7 +438,12 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
     resv__file_state_close(s);
     return NULL;
   }
-  s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    s->dir_known = true;
+    s->dir_dev = st.st_dev;
+    s->dir_ino = st.st_ino;
+  }
   return s;
 }
 
@@ -480,7 +480,6 @@ void resv__file_state_close(resv__file_state_t *s) {
     checkpoint(s, resv__add_ms_sat(resv__monotonic_ms(), CHECKPOINT_GATE_MS));
   }
   if (s->map) munmap(s->map, s->map_size);
-  if (s->dirfd >= 0) close(s->dirfd);
   pthread_mutex_destroy(&s->mutex);
   pthread_cond_destroy(&s->cond);
   free(s);
