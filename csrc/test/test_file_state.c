@@ -6,7 +6,7 @@
  * checkpoint, before LMDB reads it; a store closed before the reboot, or
  * dirty in this boot, opens with everything. A missing or empty data.mdb
  * beside a state file is damage, never a new store. The crash of the OS
- * itself is crash/crash_state.c's (make test-crash).
+ * itself is csrc/test/crash/crash_state.c's (make test-crash).
  *
  * Processes that "crash" are forked children that _exit without closing;
  * RESV_BOOT_ID in the environment names the boot. */
