@@ -169,3 +169,20 @@ const char *test_stderr_end(void) {
   fclose(stderr_file);
   return text;
 }
+
+TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests) {
+  TCase *tc = tcase_create(name);
+  if (setup || teardown) tcase_add_checked_fixture(tc, setup, teardown);
+  if (timeout > 0) tcase_set_timeout(tc, timeout);
+  for (; *tests; tests++) tcase_add_test(tc, *tests);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+Suite *test_suite(const char *name, const char *tcase, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests) {
+  Suite *s = suite_create(name);
+  test_tcase(s, tcase, timeout, setup, teardown, tests);
+  return s;
+}

@@ -512,25 +512,19 @@ START_TEST(a_read_only_directory_is_invalid_naming_the_user) {
 END_TEST
 
 Suite *file_integrity_suite(void) {
-  Suite *s = suite_create("file_integrity");
-  TCase *tc = tcase_create("file_integrity");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_data_file_truncated_to_90_percent_is_refused_at_open);
-  tcase_add_test(tc, a_data_file_truncated_to_50_percent_is_refused_at_open);
-  tcase_add_test(tc, a_data_file_truncated_to_10_percent_is_refused_at_open);
-  tcase_add_test(tc, the_data_file_is_kept_longer_than_its_pages);
-  tcase_add_test(tc, damaged_meta_pages_are_refused_at_open);
-  tcase_add_test(tc, reads_of_a_file_truncated_while_open_answer_format);
-  tcase_add_test(tc, reads_of_a_file_emptied_while_open_answer_format);
-  tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_relative_path_survives_a_change_of_directory);
-  tcase_add_test(tc, the_files_follow_the_umask);
-  tcase_add_test(tc, a_store_made_by_root_refuses_another_user_naming_both);
-  tcase_add_test(tc, a_read_only_directory_is_invalid_naming_the_user);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_data_file_truncated_to_90_percent_is_refused_at_open,
+      a_data_file_truncated_to_50_percent_is_refused_at_open,
+      a_data_file_truncated_to_10_percent_is_refused_at_open,
+      the_data_file_is_kept_longer_than_its_pages, damaged_meta_pages_are_refused_at_open,
+      reads_of_a_file_truncated_while_open_answer_format,
+      reads_of_a_file_emptied_while_open_answer_format,
+      a_directory_removed_under_a_running_store_answers_closed,
+      a_directory_replaced_under_a_running_store_answers_closed,
+      a_lock_file_removed_under_a_running_store_answers_closed,
+      a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed,
+      a_relative_path_survives_a_change_of_directory, the_files_follow_the_umask,
+      a_store_made_by_root_refuses_another_user_naming_both,
+      a_read_only_directory_is_invalid_naming_the_user, NULL};
+  return test_suite("file_integrity", "file_integrity", 60, setup, teardown, tests);
 }

@@ -545,15 +545,10 @@ START_TEST(flipped_bits_never_give_a_wrong_answer_64) { flip_trials(64); }
 END_TEST
 
 Suite *file_records_suite(void) {
-  Suite *s = suite_create("file_records");
-  TCase *tc = tcase_create("records");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, a_damaged_record_answers_format_naming_type_and_key);
-  tcase_add_test(tc, a_store_of_format_1_is_upgraded_at_open);
-  tcase_add_test(tc, every_write_keeps_the_chain_whole);
-  tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_8);
-  tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_64);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_damaged_record_answers_format_naming_type_and_key,
+      a_store_of_format_1_is_upgraded_at_open, every_write_keeps_the_chain_whole,
+      flipped_bits_never_give_a_wrong_answer_8, flipped_bits_never_give_a_wrong_answer_64,
+      NULL};
+  return test_suite("file_records", "records", 300, setup, teardown, tests);
 }

@@ -494,24 +494,19 @@ START_TEST(the_state_file_is_no_stranger_in_the_directory) {
 END_TEST
 
 Suite *file_state_suite(void) {
-  Suite *s = suite_create("file_state");
-  TCase *tc = tcase_create("file_state");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_write_makes_the_state_dirty_and_the_idle_store_checkpoints);
-  tcase_add_test(tc, the_wait_for_a_checkpoint_burns_no_cpu);
-  tcase_add_test(tc, the_first_write_after_a_checkpoint_is_not_made_on_a_hosts_thread);
-  tcase_add_test(tc, reads_leave_the_state_clean);
-  tcase_add_test(tc, a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it);
-  tcase_add_test(tc, on_os_crash_reset_moves_the_files_aside_and_starts_empty);
-  tcase_add_test(tc, dirty_in_this_boot_opens_with_everything_and_checkpoints);
-  tcase_add_test(tc, a_store_closed_before_a_reboot_opens_after_it);
-  tcase_add_test(tc, a_checkpoint_of_another_process_is_seen_by_the_next_write);
-  tcase_add_test(tc, processes_of_both_modes_share_a_store);
-  tcase_add_test(tc, a_full_disk_answers_nomem_and_kills_no_process);
-  tcase_add_test(tc, an_empty_data_file_beside_the_state_is_damage);
-  tcase_add_test(tc, a_missing_data_file_beside_the_state_is_damage);
-  tcase_add_test(tc, the_state_file_is_no_stranger_in_the_directory);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_write_makes_the_state_dirty_and_the_idle_store_checkpoints,
+      the_wait_for_a_checkpoint_burns_no_cpu,
+      the_first_write_after_a_checkpoint_is_not_made_on_a_hosts_thread,
+      reads_leave_the_state_clean,
+      a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it,
+      on_os_crash_reset_moves_the_files_aside_and_starts_empty,
+      dirty_in_this_boot_opens_with_everything_and_checkpoints,
+      a_store_closed_before_a_reboot_opens_after_it,
+      a_checkpoint_of_another_process_is_seen_by_the_next_write,
+      processes_of_both_modes_share_a_store, a_full_disk_answers_nomem_and_kills_no_process,
+      an_empty_data_file_beside_the_state_is_damage,
+      a_missing_data_file_beside_the_state_is_damage,
+      the_state_file_is_no_stranger_in_the_directory, NULL};
+  return test_suite("file_state", "file_state", 60, setup, teardown, tests);
 }

@@ -820,29 +820,20 @@ START_TEST(expired_reservations_are_reclaimed_after_the_grace) {
 END_TEST
 
 Suite *file_store_suite(void) {
-  Suite *s = suite_create("file_store");
-  TCase *tc = tcase_create("file_store");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, one_winner_among_forked_processes);
-  tcase_add_test(tc, answered_reservations_survive_a_sigkill_of_the_writer);
-  tcase_add_test(tc, answered_reservations_survive_a_sigkill_with_disk_sync);
-  tcase_add_test(tc, killed_writers_never_block_the_others_nor_lose_answers);
-  tcase_add_test(tc, a_store_used_in_a_forked_child_answers_closed);
-  tcase_add_test(tc, reads_see_another_process_writes_after_it_grew_the_map);
-  tcase_add_test(tc, stores_of_one_process_share_the_directory);
-  tcase_add_test(tc, group_commit_answers_every_writer);
-  tcase_add_test(tc, records_are_compact_with_their_strings_as_they_are);
-  tcase_add_test(tc, long_keys_are_kept_apart);
-  tcase_add_test(tc, bad_options_are_invalid);
-  tcase_add_test(tc, a_directory_with_other_files_is_refused);
-  tcase_add_test(tc, a_data_file_that_is_not_lmdb_is_refused);
-  tcase_add_test(tc, another_lmdb_database_is_refused);
-  tcase_add_test(tc, a_store_of_another_format_is_refused);
-  tcase_add_test(tc, a_type_of_another_format_answers_format_and_is_not_written);
-  tcase_add_test(tc, a_record_that_is_no_reservation_answers_format_and_stays);
-  tcase_add_test(tc, a_full_map_answers_nomem_naming_map_size_and_reads_go_on);
-  tcase_add_test(tc, expired_reservations_are_reclaimed_after_the_grace);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      one_winner_among_forked_processes, answered_reservations_survive_a_sigkill_of_the_writer,
+      answered_reservations_survive_a_sigkill_with_disk_sync,
+      killed_writers_never_block_the_others_nor_lose_answers,
+      a_store_used_in_a_forked_child_answers_closed,
+      reads_see_another_process_writes_after_it_grew_the_map,
+      stores_of_one_process_share_the_directory, group_commit_answers_every_writer,
+      records_are_compact_with_their_strings_as_they_are, long_keys_are_kept_apart,
+      bad_options_are_invalid, a_directory_with_other_files_is_refused,
+      a_data_file_that_is_not_lmdb_is_refused, another_lmdb_database_is_refused,
+      a_store_of_another_format_is_refused,
+      a_type_of_another_format_answers_format_and_is_not_written,
+      a_record_that_is_no_reservation_answers_format_and_stays,
+      a_full_map_answers_nomem_naming_map_size_and_reads_go_on,
+      expired_reservations_are_reclaimed_after_the_grace, NULL};
+  return test_suite("file_store", "file_store", 120, setup, teardown, tests);
 }

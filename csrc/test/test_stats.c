@@ -255,17 +255,12 @@ START_TEST(test_slow_ms_out_of_range_is_invalid) {
 END_TEST
 
 Suite *stats_suite(void) {
-  Suite *s = suite_create("stats");
-  TCase *tc = tcase_create("stats");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_bounds_rise_to_infinity);
-  tcase_add_test(tc, test_memory_store_counts_each_call_once_by_status_and_code);
-  tcase_add_test(tc, test_calls_on_many_threads_all_count);
-  tcase_add_test(tc, test_file_store_counts_entries_and_bytes);
-  tcase_add_test(tc, test_mongo_counts_duplicate_retries_and_has_no_entries);
-  tcase_add_test(tc, test_mongo_counts_a_failed_set_up);
-  tcase_add_test(tc, test_mongo_counts_slow_calls_and_jobs_waiting_and_running);
-  tcase_add_test(tc, test_slow_ms_out_of_range_is_invalid);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      test_bounds_rise_to_infinity, test_memory_store_counts_each_call_once_by_status_and_code,
+      test_calls_on_many_threads_all_count, test_file_store_counts_entries_and_bytes,
+      test_mongo_counts_duplicate_retries_and_has_no_entries,
+      test_mongo_counts_a_failed_set_up,
+      test_mongo_counts_slow_calls_and_jobs_waiting_and_running,
+      test_slow_ms_out_of_range_is_invalid, NULL};
+  return test_suite("stats", "stats", 60, NULL, NULL, tests);
 }

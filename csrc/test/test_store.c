@@ -181,15 +181,13 @@ END_TEST
 
 Suite *store_suite(void) {
   Suite *s = suite_create("store");
-  TCase *tc = tcase_create("types");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, finding_a_type_costs_the_same_among_200_or_20000);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("close");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, shutdown_leaves_no_driver_thread_and_no_socket);
-  tcase_add_test(tc, close_returns_while_a_call_is_blocked_on_the_server);
-  tcase_add_test(tc, close_after_shutdown_frees_at_once);
-  suite_add_tcase(s, tc);
+  const TTest *types_tests[] = {
+      finding_a_type_costs_the_same_among_200_or_20000, NULL};
+  test_tcase(s, "types", 120, NULL, NULL, types_tests);
+  const TTest *close_tests[] = {
+      shutdown_leaves_no_driver_thread_and_no_socket,
+      close_returns_while_a_call_is_blocked_on_the_server,
+      close_after_shutdown_frees_at_once, NULL};
+  test_tcase(s, "close", 60, NULL, NULL, close_tests);
   return s;
 }

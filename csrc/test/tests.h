@@ -26,6 +26,15 @@ Suite *file_records_suite(void);
 Suite *file_state_suite(void);
 Suite *rules_all_suite(void), *rules_model_suite(void);
 
+/* A test case named name in s: setup and teardown as its checked fixture
+ * (NULL: none), timeout seconds (0: Check's default), the tests of the
+ * NULL-terminated list added in order. Returned for loop tests. */
+TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests);
+/* A new suite of one test case, test_tcase's. */
+Suite *test_suite(const char *name, const char *tcase, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests);
+
 /* The differential test (diff.c): seed's sequence of steps random calls on
  * memory and other side by side, every answer compared (other_name names
  * other in a divergence). long_key (or NULL) stands in for one key. Both
