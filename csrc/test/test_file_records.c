@@ -56,18 +56,7 @@ static bool reserve(resv_type_t *t, const char *key, const char *owner, resv_ans
 /* Runs fn in a write transaction on database db of the directory (no
  * store may have it open in this process). */
 static void with_lmdb(const char *db, void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  ck_assert_int_eq(mdb_env_create(&env), 0);
-  mdb_env_set_maxdbs(env, 16);
-  mdb_env_set_mapsize(env, (size_t)1 << 30);
-  ck_assert_int_eq(mdb_env_open(env, dir, 0, 0660), 0);
-  ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-  ck_assert_int_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
-  fn(txn, dbi, arg);
-  ck_assert_int_eq(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
+  test_with_lmdb(dir, db, 0, (size_t)1 << 30, fn, arg);
 }
 
 /* ---- a damaged record ------------------------------------------------------- */
