@@ -2,8 +2,8 @@
 -- get, sweep; scan and put for tools) and their answers.
 --
 -- Each method reads every field of its key and owner exactly once, into
--- a request table, checks them, and hands them to C as arguments of the
--- FFI call: LuaJIT keeps a call's arguments alive for the call, and
+-- locals (a single-key call) or a request table (a shape's, below), checks
+-- them, and hands them to C as arguments of the FFI call: LuaJIT keeps a call's arguments alive for the call, and
 -- resv_submit_args copies them before it returns. No pointer into a Lua
 -- string is ever kept in a struct field, where the collector would not see
 -- it (docs/design.md section 9: temporaries and __index-computed fields
@@ -311,8 +311,8 @@ end
 ---------------------------------------------------------------------------
 -- The call
 
--- A request is a table of the call's checked arguments, each read once
--- from the caller's tables:
+-- A request of a shape is a table of the call's checked arguments, each
+-- read once from the caller's tables (ONE's, which sweep uses):
 --   op, ttl, version   the operation and its numbers;
 --   kt, kn, kk         the key's tenant, namespace and key;
 --   ot, oid, attempt   the owner's tenant and id, and the attempt;
@@ -351,6 +351,15 @@ function ONE.answer(a, r, into)
   return answer_table(a, nil, r.oid, r.attempt, into)
 end
 
+-- The error of a finished job that has no answer.
+local function job_failure(job)
+  local err = resv_job_error(job)
+  if err ~= nil and err.code ~= 0 then
+    return error_string(err)
+  end
+  return "server: the job finished without an answer"
+end
+
 -- Reads a finished job, frees it and returns the answer or nil, err.
 local function finish_job(job, shape, r, into)
   local res, msg
@@ -358,12 +367,7 @@ local function finish_job(job, shape, r, into)
   if a ~= nil then
     res = shape.answer(a, r, into)
   else
-    local err = resv_job_error(job)
-    if err ~= nil and err.code ~= 0 then
-      msg = error_string(err)
-    else
-      msg = "server: the job finished without an answer"
-    end
+    msg = job_failure(job)
   end
   ffi_gc(job, nil)
   resv_job_destroy(job)
@@ -418,6 +422,75 @@ local function call(t, shape, r, opts)
   return shape.answer(answer_buf, r, into)
 end
 
+-- A single-key call (reserve, confirm, abandon, release, get) is the ONE
+-- shape's, run the same way as call() runs a shape, with the request's
+-- fields as arguments instead of a table: a call that waits keeps them on
+-- its own stack while it is parked, and allocates nothing for them. aot:
+-- the owner's tenant when the answer may reuse the owner (a reserve or
+-- confirm), else nil.
+
+-- Submits the call and waits for its job with waiter w, as wait_call.
+local function wait_one(h, timeout, into, w, inbox, op, ttl, version,
+                        kt, kn, kk, ot, oid, attempt, aot)
+  local started = resv_clock_ms()
+  local job = resv_submit_args(h, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                               #kk, kk, #ot, ot, #oid, oid,
+                               #attempt, attempt, inbox, err_buf)
+  if job == nil then
+    return nil, error_string(err_buf)
+  end
+  if not resv_job_done(job) then
+    job = ffi_gc(job, resv_job_destroy)
+    if not w.wait(job, inbox ~= nil, started) then
+      return give_up(job, started)
+    end
+  end
+  local res, msg
+  local a = resv_job_answer(job)
+  if a ~= nil then
+    res = answer_table(a, aot, oid, attempt, into)
+  else
+    msg = job_failure(job)
+  end
+  ffi_gc(job, nil)
+  resv_job_destroy(job)
+  return res, msg
+end
+
+local function one(t, opts, op, ttl, version, kt, kn, kk, ot, oid, attempt, aot)
+  local timeout, into = call_opts(opts)
+  if not timeout then return nil, into end -- (then into is the error)
+  local h = t.handle
+  if t.tries then
+    if resv_try_call_args(h, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                          #kk, kk, #ot, ot, #oid, oid,
+                          #attempt, attempt, answer_buf, err_buf) then
+      return answer_table(answer_buf, aot, oid, attempt, into)
+    end
+    if err_buf.code ~= 0 then
+      return nil, error_string(err_buf)
+    end
+  end
+  if not t.inline then
+    local inbox, err = spawned_inbox()
+    if inbox then
+      return wait_one(h, timeout, into, sched, inbox, op, ttl, version,
+                      kt, kn, kk, ot, oid, attempt, aot)
+    elseif inbox == nil then
+      return nil, err
+    elseif host_waiter.usable() then
+      return wait_one(h, timeout, into, host_waiter, host_waiter.inbox(), op, ttl,
+                      version, kt, kn, kk, ot, oid, attempt, aot)
+    end
+  end
+  if not resv_call_args(h, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                        #kk, kk, #ot, ot, #oid, oid,
+                        #attempt, attempt, answer_buf, err_buf) then
+    return nil, error_string(err_buf)
+  end
+  return answer_table(answer_buf, aot, oid, attempt, into)
+end
+
 ---------------------------------------------------------------------------
 -- Methods
 
@@ -440,9 +513,7 @@ function Type:reserve(key, owner, attempt, ttl_ms, opts)
   local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
                                  "a positive integer (milliseconds)")
   if not ttl then return nil, err end
-  return call(self, ONE, { op = OP_RESERVE, ttl = ttl, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = attempt,
-                          mine = true }, opts)
+  return one(self, opts, OP_RESERVE, ttl, 0, kt, kn, kk, ot, oid, attempt, ot)
 end
 
 function Type:confirm(key, owner, version, opts)
@@ -454,9 +525,7 @@ function Type:confirm(key, owner, version, opts)
   local v, err = check_integer("version", version, 0, MAX_INTEGER,
                                "a non-negative integer", true)
   if not v then return nil, err end
-  return call(self, ONE, { op = OP_CONFIRM, ttl = 0, version = v, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = "",
-                          mine = true }, opts)
+  return one(self, opts, OP_CONFIRM, 0, v, kt, kn, kk, ot, oid, "", ot)
 end
 
 function Type:abandon(key, owner, attempt, opts)
@@ -468,9 +537,7 @@ function Type:abandon(key, owner, attempt, opts)
   if type(attempt) ~= "string" then
     return nil, expected("attempt", "a string", attempt)
   end
-  return call(self, ONE, { op = OP_ABANDON, ttl = 0, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = attempt,
-                          mine = false }, opts)
+  return one(self, opts, OP_ABANDON, 0, 0, kt, kn, kk, ot, oid, attempt, nil)
 end
 
 function Type:release(key, owner, opts)
@@ -479,18 +546,14 @@ function Type:release(key, owner, opts)
   if not kt then return nil, kn end
   local ot, oid = owner_fields(owner)
   if not ot then return nil, oid end
-  return call(self, ONE, { op = OP_RELEASE, ttl = 0, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = "",
-                          mine = false }, opts)
+  return one(self, opts, OP_RELEASE, 0, 0, kt, kn, kk, ot, oid, "", nil)
 end
 
 function Type:get(key, opts)
   check_type(self, "get")
   local kt, kn, kk = key_fields(key)
   if not kt then return nil, kn end
-  return call(self, ONE, { op = OP_GET, ttl = 0, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = "", oid = "", attempt = "",
-                          mine = false }, opts)
+  return one(self, opts, OP_GET, 0, 0, kt, kn, kk, "", "", "", nil)
 end
 
 local SWEEP = { op = OP_SWEEP, ttl = 0, version = 0, kt = "", kn = "", kk = "",
