@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# bench/lua_ab.sh A_LUA B_LUA [ROUNDS] [CALLS]: two trees of the Lua
+# bench/lua_ab.sh A_LUA B_LUA [ROUNDS] [CALLS] [IN_FLIGHT]: two trees of the Lua
 # binding (each a folder holding resv.lua and resv/, e.g. lua/ and an older
 # lua/ from `git archive`) on the same C library (build/), on MongoDB with
-# 16 spawned coroutines (bench/lua_overhead.lua mongo), in ROUNDS rounds
+# IN_FLIGHT (16) spawned coroutines (bench/lua_overhead.lua mongo), in ROUNDS rounds
 # that alternate which goes first. Each round counts, for each tree, the
 # calling thread's instructions per call under callgrind (the difference
 # of a CALLS and a 2 x CALLS run over CALLS, as bench/callgrind_lua.sh)
@@ -12,13 +12,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 O=${O:-build} LUAJIT=${LUAJIT:-luajit}
-a=$(cd "$1" && pwd) b=$(cd "$2" && pwd) rounds=${3:-6} calls=${4:-800}
+a=$(cd "$1" && pwd) b=$(cd "$2" && pwd) rounds=${3:-6} calls=${4:-800} in_flight=${5:-16}
 out=$(mktemp -d /tmp/resv-lua-ab.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export LUA_CPATH="$here/$O/?.so;;"
 lua_run() { # tree, calls, command prefix...
   local tree=$1 n=$2; shift 2
-  LUA_PATH="$tree/?.lua;$tree/?/init.lua;;" "$@" "$LUAJIT" "$here/bench/lua_overhead.lua" mongo "$n" 1 1
+  LUA_PATH="$tree/?.lua;$tree/?/init.lua;;" "$@" "$LUAJIT" "$here/bench/lua_overhead.lua" mongo "$n" 1 1 "$in_flight"
 }
 # The calling thread's instructions (the first thread's file) of a run.
 ir() { # tree, calls
@@ -35,7 +35,7 @@ measure() { # name, tree
 for ((r = 1; r <= rounds; r++)); do
   if ((r % 2)); then measure A "$a"; measure B "$b"; else measure B "$b"; measure A "$a"; fi
 done
-echo "== the calling thread per call, $rounds rounds (A: $a, B: $b)"
+echo "== the calling thread per call, $in_flight coroutines, $rounds rounds (A: $a, B: $b)"
 awk '
   function stats(name, col,   i, n, v, k, j, t, med) {
     n = 0
