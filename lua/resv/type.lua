@@ -77,25 +77,14 @@ local OP_ABANDON = C.RESV_OP_ABANDON
 local OP_RELEASE = C.RESV_OP_RELEASE
 local OP_GET = C.RESV_OP_GET
 local OP_SWEEP = C.RESV_OP_SWEEP
-local STATUS_SWEPT = C.RESV_SWEPT
 
-local STATE_NONE = C.RESV_STATE_NONE
+local answer = require "resv.answer"
+local status_names = answer.status_names
+local lua_string = answer.lua_string
+local owner_copy = answer.owner_copy
+local holds_of = answer.holds_of
+local answer_table = answer.table
 local STATE_PENDING = C.RESV_STATE_PENDING
-
--- The name tables end where C's names do ("unknown" past the last).
-local function names(name_of)
-  local t, i = {}, 0
-  while true do
-    local s = ffi_string(name_of(i))
-    if s == "unknown" then return t end
-    t[i] = s
-    i = i + 1
-  end
-end
-local status_names = names(C.resv_status_name)
-local state_names = names(C.resv_state_name)
-local PENDING = state_names[C.RESV_STATE_PENDING]
-local CONFIRMED = state_names[C.RESV_STATE_CONFIRMED]
 
 local Type = {}
 Type.__index = Type
@@ -108,111 +97,6 @@ local _M = {}
 function _M.new(h, store, inline, tries)
   return setmetatable({ handle = h, store = store, inline = inline,
                         tries = tries and not inline }, Type)
-end
-
----------------------------------------------------------------------------
--- Answers
-
-local function lua_string(s)
-  return ffi_string(s.ptr, s.len)
-end
-
--- An answer's owner and holds, each in the table t when the caller gave
--- one ({ into = t }: reused, so a call that has them allocates nothing),
--- else in a new one. mine: the caller's own attempt, which is the one hold
--- of a reservation of theirs held by one (see answer_table).
-local function owner_of(tenant, id, t)
-  if type(t) ~= "table" then
-    return { tenant = tenant, id = id }
-  end
-  t.tenant, t.id = tenant, id
-  return t
-end
-
-local function owner_copy(a, t)
-  return owner_of(lua_string(a.owner_tenant), lua_string(a.owner_id), t)
-end
-
-local function holds_of(a, mine, t)
-  local n = tonumber(a.nholds)
-  local one = mine and n == 1
-  if type(t) ~= "table" then
-    if one then
-      return { mine }
-    end
-    t = {}
-  end
-  if one then
-    t[1] = mine
-  else
-    local h = a.holds
-    for i = 1, n do
-      t[i] = lua_string(h[i - 1])
-    end
-  end
-  for i = #t, n + 1, -1 do
-    t[i] = nil
-  end
-  return t
-end
-
--- An answer into the caller's table t: every field of an answer is set,
--- those of other shapes to nil.
-local function fill(t, status, owner, state, expires_at, holds, version, count)
-  t.status, t.owner, t.state, t.expires_at = status, owner, state, expires_at
-  t.holds, t.version, t.count = holds, version, count
-  return t
-end
-
--- Converts a resv_answer_t to the table of docs/design.md section 9, or into the
--- caller's table `into`. A reserve or confirm passes its own owner (ot,
--- oid) and attempt: a `reserved` or `confirmed` answer is always that
--- owner's, and a reservation held by one attempt is held by this one, so
--- those strings are reused instead of copied out of C again. Each fresh
--- shape is made by one constructor, which sizes the table once (LuaJIT),
--- instead of growing it field by field.
-local function answer_table(a, ot, oid, attempt, into)
-  local status = status_names[a.status] or tostring(a.status)
-  local state = a.state
-  if state == STATE_NONE then
-    local count = a.status == STATUS_SWEPT and exact(a.count) or nil
-    if into then
-      return fill(into, status, nil, nil, nil, nil, nil, count)
-    end
-    if count then
-      return { status = status, count = count }
-    end
-    return { status = status }
-  end
-  local conflict = status == "conflict"
-  local mine = ot ~= nil and not conflict
-  local reused = into and into.owner
-  local owner = mine and owner_of(ot, oid, reused) or owner_copy(a, reused)
-  if state == STATE_PENDING then
-    local expires_at = exact(a.expires_at)
-    if conflict then
-      if into then
-        return fill(into, status, owner, PENDING, expires_at)
-      end
-      return { status = status, owner = owner, state = PENDING, expires_at = expires_at }
-    end
-    local holds = holds_of(a, mine and attempt, into and into.holds)
-    if into then
-      return fill(into, status, owner, nil, expires_at, holds)
-    end
-    return { status = status, owner = owner, expires_at = expires_at, holds = holds }
-  end
-  local version = exact(a.version)
-  if conflict then
-    if into then
-      return fill(into, status, owner, CONFIRMED, nil, nil, version)
-    end
-    return { status = status, owner = owner, state = CONFIRMED, version = version }
-  end
-  if into then
-    return fill(into, status, owner, nil, nil, nil, version)
-  end
-  return { status = status, owner = owner, version = version }
 end
 
 -- A job whose waiter gave up at its deadline: the worker still running it
@@ -422,14 +306,11 @@ local function call(t, shape, r, opts)
   return shape.answer(answer_buf, r, into)
 end
 
--- A single-key call (reserve, confirm, abandon, release, get) is the ONE
--- shape's, run the same way as call() runs a shape, with the request's
--- fields as arguments instead of a table: a call that waits keeps them on
--- its own stack while it is parked, and allocates nothing for them. aot:
--- the owner's tenant when the answer may reuse the owner (a reserve or
--- confirm), else nil.
-
--- Submits the call and waits for its job with waiter w, as wait_call.
+-- A single-key call (reserve, confirm, abandon, release, get) runs as
+-- call() runs a shape, its request's fields as arguments, not a table: a
+-- call that waits keeps them on its own stack while parked, and allocates
+-- nothing for them. aot: the owner's tenant when the answer may reuse the
+-- owner (a reserve or confirm), else nil. wait_one waits as wait_call.
 local function wait_one(h, timeout, into, w, inbox, op, ttl, version,
                         kt, kn, kk, ot, oid, attempt, aot)
   local started = resv_clock_ms()
