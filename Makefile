@@ -140,7 +140,7 @@ test-c: $(O)/resv_tests $(O)/examples/quickstart
 # The MongoDB suites again with the emulator answering as a mongos (or
 # MONGODB_URI, when it names one): sharding on first use, and every rule
 # and the differential test routed by the shard key.
-MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store,mongo_options
+MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store,mongo_options,mongo_all,mongo_all_faults,mongo_inline
 test-mongos: $(O)/resv_tests
 	RESV_SUITES=$(MONGOS_SUITES) scripts/with-mongo --mongos $(O)/resv_tests
 

@@ -45,6 +45,62 @@ static void call(const char *what, int expected, resv_request_t *r,
   resv_answer_clear(&a);
 }
 
+/* The *_all ops of N keys (design.md section 5, "Several keys at once"):
+ * one batch of every key's writes and one read, whatever N; a conflict
+ * adds the batch of pulls and the batch of deletes that take its holds
+ * back; abandon_all's deletes go only when a pull emptied a reservation. */
+static void several_keys(resv_store_t *store, const char *context, resv_owner_t ann,
+                         resv_owner_t bob) {
+  static const size_t sizes[] = {1, 2, 8, 16};
+  resv_key_t keys[16];
+  char names[16][16], what[64];
+  resv_error_t err;
+  for (size_t i = 0; i < 16; i++) {
+    snprintf(names[i], sizeof names[i], "all%zu@x", i);
+    keys[i] = key_of(names[i]);
+  }
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    char aggregate[32];
+    snprintf(aggregate, sizeof aggregate, "all%zu", n);
+    type = resv_store_type(store, context, strlen(context), aggregate, strlen(aggregate), &err);
+    if (!type) bench_die("type", &err);
+    resv_request_t r = {.op = RESV_OP_GET, .key = key_of("warm@x")};
+    resv_answer_t a = {0};
+    if (!resv_call(type, &r, &a, &err)) bench_die("set-up", &err);
+    resv_answer_clear(&a);
+    bench_apm_reset();
+    r = (resv_request_t){.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = n, .owner = ann,
+                         .attempt = resv_cstr("c1"), .ttl_ms = 60000};
+    snprintf(what, sizeof what, "reserve_all, %zu free keys", n);
+    call(what, 2, &r, RESV_RESERVED);
+    r.owner = bob;
+    snprintf(what, sizeof what, "reserve_all, %zu held (conflict)", n);
+    call(what, 2, &r, RESV_CONFLICT);
+    /* A conflict on the last key only: the others are taken back. */
+    r.owner = ann;
+    r.op = RESV_OP_ABANDON_ALL;
+    r.nkeys = n > 1 ? n - 1 : n;
+    snprintf(what, sizeof what, "abandon_all, %zu keys", r.nkeys);
+    call(what, 3, &r, RESV_ABANDONED);
+    if (n > 1) {
+      r = (resv_request_t){.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = n, .owner = bob,
+                           .attempt = resv_cstr("c2"), .ttl_ms = 60000};
+      snprintf(what, sizeof what, "reserve_all, %zu, 1 held (conflict)", n);
+      call(what, 4, &r, RESV_CONFLICT);
+    }
+    r = (resv_request_t){.op = RESV_OP_CONFIRM_ALL, .keys = keys, .nkeys = n, .owner = ann,
+                         .version = 3};
+    r.nkeys = n > 1 ? n - 1 : n;
+    snprintf(what, sizeof what, "confirm_all, %zu keys", r.nkeys);
+    call(what, 2, &r, RESV_CONFIRMED);
+    r.op = RESV_OP_ABANDON_ALL;
+    r.attempt = resv_cstr("c1");
+    snprintf(what, sizeof what, "abandon_all, %zu confirmed (kept)", r.nkeys);
+    call(what, 2, &r, RESV_ABANDONED);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *uri = bench_uri();
   bool mongos = argc > 1 && strcmp(argv[1], "--mongos") == 0;
@@ -142,6 +198,8 @@ int main(int argc, char **argv) {
   call("reserve, first call of a 2nd type", first_min, &r, RESV_RESERVED);
   r.key = key_of("d@x");
   call("reserve a free key (2nd type)", 1, &r, RESV_RESERVED);
+
+  several_keys(store, context, ann, bob);
 
   resv_store_close(store);
   printf("  extra round trips: %d operation(s) over the minimum%s\n", extras,

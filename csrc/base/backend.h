@@ -52,6 +52,20 @@ typedef struct resv__backend_ops {
   bool (*execute)(void *backend, resv_type_t *type, const resv_request_t *req,
                   int64_t now, int64_t deadline, resv_answer_t *answer,
                   resv_error_t *err);
+  /* The same call on the caller's thread, which waits for it anyway
+   * (resv_call): a backend with a dispatcher whose calls need none of its
+   * threads (MongoDB borrows a client for the call). deadline is the
+   * call's own, on resv__monotonic_ms's clock. RESV__EWOULDBLOCK: the call
+   * is the dispatcher's after all. NULL: resv_call hands every call to the
+   * dispatcher. */
+  bool (*execute_blocking)(void *backend, resv_type_t *type,
+                           const resv_request_t *req, int64_t now,
+                           int64_t deadline, resv_answer_t *answer,
+                           resv_error_t *err);
+  /* Refuses new execute_blocking calls and wakes the ones waiting (they
+   * answer RESV_ECLOSED); shutdown then waits for those still running
+   * before it calls shutdown. May be NULL. */
+  void (*refuse_blocking)(void *backend);
   /* One page of resv_type_scan (the store has cleared scan and checked
    * limit), on a dispatcher thread when the store has them, else on the
    * caller's. May be NULL: no scan. */

@@ -67,18 +67,28 @@ bool resv__utf8_valid(const char *str, size_t len) {
   return true;
 }
 
-static bool check_string(const char *what, const resv_str_t *s, bool required,
-                         size_t max, resv_error_t *err) {
+/* Checks one string, named in errors as "<where>.<field>" (where NULL:
+ * "<field>"): the name is only written out when the check fails, the
+ * calls that pass (all but a few) print nothing. */
+static bool check_string(const char *where, const char *field, const resv_str_t *s,
+                         bool required, size_t max, resv_error_t *err) {
+  const char *problem;
   if (!s->ptr && s->len)
-    return resv__fail(err, RESV_EINVALID, "%s: NULL pointer", what);
-  if (required && s->len == 0)
-    return resv__fail(err, RESV_EINVALID, "%s: must not be empty", what);
-  if (s->len > max)
-    return resv__fail(err, RESV_EINVALID, "%s: longer than %zu bytes", what, max);
-  if (resv__utf8_valid(s->ptr, s->len)) return true;
-  if (memchr(s->ptr, '\0', s->len))
-    return resv__fail(err, RESV_EINVALID, "%s: contains a NUL byte", what);
-  return resv__fail(err, RESV_EINVALID, "%s: not valid UTF-8", what);
+    problem = "NULL pointer";
+  else if (required && s->len == 0)
+    problem = "must not be empty";
+  else if (s->len > max)
+    problem = NULL;
+  else if (resv__utf8_valid(s->ptr, s->len))
+    return true;
+  else
+    problem = memchr(s->ptr, '\0', s->len) ? "contains a NUL byte" : "not valid UTF-8";
+  const char *dot = where ? "." : "";
+  if (!where) where = "";
+  if (!problem)
+    return resv__fail(err, RESV_EINVALID, "%s%s%s: longer than %zu bytes", where, dot,
+                      field, max);
+  return resv__fail(err, RESV_EINVALID, "%s%s%s: %s", where, dot, field, problem);
 }
 
 bool resv__op_is_all(int32_t op) {
@@ -94,29 +104,13 @@ int32_t resv__op_single(int32_t op) {
   }
 }
 
-/* check_string's test without its message. */
-static bool string_ok(const resv_str_t *s, bool required, size_t max) {
-  return (s->ptr || !s->len) && (!required || s->len) && s->len <= max &&
-         resv__utf8_valid(s->ptr, s->len);
-}
-
-/* Key i of a *_all op's keys (from 1), or the request's key (i 0). The
- * names of its fields are only formatted for an error. */
+/* Key i of a *_all op's keys (from 1), or the request's key (i 0). */
 static bool check_key(size_t i, const resv_key_t *k, size_t max, resv_error_t *err) {
-  if (string_ok(&k->tenant, false, max) && string_ok(&k->ns, true, max) &&
-      string_ok(&k->key, true, max))
-    return true;
-  char where[32], what[48];
-  if (i)
-    snprintf(where, sizeof where, "keys[%zu]", i);
-  else
-    snprintf(where, sizeof where, "key");
-  snprintf(what, sizeof what, "%s.tenant", where);
-  if (!check_string(what, &k->tenant, false, max, err)) return false;
-  snprintf(what, sizeof what, "%s.namespace", where);
-  if (!check_string(what, &k->ns, true, max, err)) return false;
-  snprintf(what, sizeof what, "%s.key", where);
-  return check_string(what, &k->key, true, max, err);
+  char where[32] = "key";
+  if (i) snprintf(where, sizeof where, "keys[%zu]", i);
+  return check_string(where, "tenant", &k->tenant, false, max, err) &&
+         check_string(where, "namespace", &k->ns, true, max, err) &&
+         check_string(where, "key", &k->key, true, max, err);
 }
 
 /* The keys of a *_all op: 1 to max_keys, each valid, no two the same. */
@@ -153,8 +147,8 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
     return false;
   if (req->op == RESV_OP_GET) return true;
 
-  if (!check_string("owner.tenant", &req->owner.tenant, false, max, err) ||
-      !check_string("owner.id", &req->owner.id, true, max, err))
+  if (!check_string(NULL, "owner.tenant", &req->owner.tenant, false, max, err) ||
+      !check_string(NULL, "owner.id", &req->owner.id, true, max, err))
     return false;
   switch (resv__op_single(req->op)) {
   case RESV_OP_RESERVE:
@@ -162,9 +156,9 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
       return resv__fail(err, RESV_EINVALID,
                         "ttl: must be from 1 to %lld ms, got %lld",
                         (long long)RESV__MAX_TTL_MS, (long long)req->ttl_ms);
-    return check_string("attempt", &req->attempt, true, max, err);
+    return check_string(NULL, "attempt", &req->attempt, true, max, err);
   case RESV_OP_ABANDON:
-    return check_string("attempt", &req->attempt, true, max, err);
+    return check_string(NULL, "attempt", &req->attempt, true, max, err);
   case RESV_OP_CONFIRM:
     if (req->version < 0)
       return resv__fail(err, RESV_EINVALID, "version: must not be negative, got %lld",
@@ -178,7 +172,7 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
 static bool check_type_name(const char *what, const char *s, size_t len,
                             resv_error_t *err) {
   resv_str_t str = {s, len};
-  if (!check_string(what, &str, true, RESV__MAX_NAMESPACE, err)) return false;
+  if (!check_string(NULL, what, &str, true, RESV__MAX_NAMESPACE, err)) return false;
   for (size_t i = 0; i < len; i++) {
     if (s[i] == '.' || s[i] == '$')
       return resv__fail(err, RESV_EINVALID, "%s: must not contain '%c'", what, s[i]);

@@ -27,9 +27,11 @@
 /* A key literal as (pointer, length). */
 #define K(lit) lit, (sizeof lit - 1)
 
-/* Holds a whole reserve pipeline with short strings without touching the
- * heap. */
-#define RESV__BW_INLINE 1536
+/* Holds a whole reserve pipeline with short strings (1 131 bytes for a
+ * 40-byte key), and a write's filter with its conformance predicate
+ * (1 825 bytes of it), without touching the heap: a buffer past glibc's
+ * small sizes costs a malloc that first consolidates its free chunks. */
+#define RESV__BW_INLINE 4096
 
 typedef struct resv__bw {
   uint8_t *buf; /* inline_ or a bson_malloc'd copy */

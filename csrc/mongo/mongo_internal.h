@@ -17,6 +17,7 @@
 #include <mongoc/mongoc.h>
 
 typedef struct resv__mongo_log resv__mongo_log_t; /* mongo_log.c */
+typedef struct resv__mongo_callers resv__mongo_callers_t; /* mongo_caller.c */
 
 /* The backend: one per MongoDB store. Immutable after open, so the
  * dispatcher's threads read it without a lock (the pool is thread-safe). */
@@ -45,9 +46,15 @@ typedef struct resv__mongo {
    * client back to the pool when the thread ends. */
   pthread_key_t worker_key;
   bool has_worker_key;
+  /* The clients of blocking calls on their callers' threads
+   * (mongo_caller.c): at most `threads` at once, beside the dispatcher's. */
+  resv__mongo_callers_t *callers;
   resv__mongo_log_t *log; /* the store in the log handler's registry */
   int32_t selection_ms;   /* the URI's serverSelectionTimeoutMS */
   atomic_bool pool_reached; /* a call answered through the pool's clients */
+  /* The last call to end answered, or failed on something else than the
+   * server's reach (RESV_EUNAVAILABLE, RESV_ETIMEOUT). */
+  atomic_bool last_reached;
   /* The servers' clocks (mongo_skew.c): the last skew measured (server
    * minus host, ms), within skew_error_ms (-1: none measured yet); the
    * last plain hello's round trip (-1: none); the shortest reserve ttl
@@ -57,6 +64,74 @@ typedef struct resv__mongo {
   _Atomic int64_t skew_rtt_ms;
   _Atomic int64_t shortest_ttl_ms;
 } resv__mongo_t;
+
+/* A client and the collection of the type it ran last (types live until
+ * the store closes, after every call on them ended): a dispatcher
+ * thread's, or one lent to blocking calls. */
+typedef struct resv__mongo_conn {
+  mongoc_client_t *client;
+  const resv_type_t *type;
+  mongoc_collection_t *coll;
+} resv__mongo_conn_t;
+
+/* The backend's call on conn (mongo_store.c): the topology learnt, the
+ * type set up, the operation run (mongo_ops.c). */
+bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
+                            resv_type_t *type, const resv_request_t *req,
+                            int64_t now, int64_t deadline,
+                            resv_answer_t *answer, resv_error_t *err);
+
+/* Whether one of the servers the client's topology knows takes writes
+ * now (mongo_store.c). */
+bool resv__mongo_writable_known(mongoc_client_t *client);
+
+/* Forgets conn's collection handle (conn's client stays). */
+void resv__mongo_conn_forget(resv__mongo_conn_t *conn);
+
+/* ---- Streams bounded by a call's deadline (mongo_stream.c) ----------- */
+
+/* What a client's deadline streams read: the client (for the default
+ * initiator) and the deadline of the call using it (resv__monotonic_ms
+ * clock; INT64_MAX: none), set by that call's thread before it runs. */
+typedef struct resv__mongo_deadline {
+  mongoc_client_t *client;
+  int64_t deadline;
+} resv__mongo_deadline_t;
+
+/* A mongoc_stream_initiator_t (user_data: a resv__mongo_deadline_t that
+ * outlives the client): the default stream, connected within the URI's
+ * connectTimeoutMS or by the deadline plus RESV__DEADLINE_GRACE_MS,
+ * whichever is sooner, and whose reads and writes wait no longer than
+ * that either. */
+mongoc_stream_t *resv__mongo_deadline_stream(const mongoc_uri_t *uri,
+                                             const mongoc_host_list_t *host,
+                                             void *user_data,
+                                             bson_error_t *error);
+
+/* ---- Blocking calls on the caller's thread (mongo_caller.c) ---------- */
+
+/* The callers' clients of m, at most limit lent at once. NULL without
+ * memory. */
+resv__mongo_callers_t *resv__mongo_callers_new(int limit);
+/* The backend's execute_blocking op: borrows a client (waiting until the
+ * deadline for one when limit are lent: RESV_ETIMEOUT), whose socket
+ * reads and writes end by the deadline plus RESV__DEADLINE_GRACE_MS, and
+ * runs the call with it. A call that would wait for a server selection
+ * longer than its deadline allows (no server known to take writes, and
+ * less time left than serverSelectionTimeoutMS) answers
+ * RESV__EWOULDBLOCK instead: the store hands it to the dispatcher, whose
+ * waiter gives up at the deadline. */
+bool resv__mongo_execute_blocking(void *backend, resv_type_t *type,
+                                  const resv_request_t *req, int64_t now,
+                                  int64_t deadline, resv_answer_t *answer,
+                                  resv_error_t *err);
+/* The backend's refuse_blocking op. */
+void resv__mongo_refuse_blocking(void *backend);
+/* Gives every client back to m->pool (no call runs any more). */
+void resv__mongo_callers_release(resv__mongo_t *m);
+/* Frees the callers (after m->pool, whose clients' streams point into
+ * them, is destroyed). NULL is ignored. */
+void resv__mongo_callers_free(resv__mongo_callers_t *c);
 
 /* Removes the name of mongoc's shared-memory counters of this process
  * (mongo_counters.c); its mapping stays. */
@@ -181,5 +256,30 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_request_t *req, int64_t now,
                      int64_t deadline, resv_answer_t *answer,
                      bool *gone, resv_error_t *err);
+
+/* ---- Several keys at once (mongo_all.c) ------------------------------ */
+
+/* Runs a validated reserve_all, confirm_all or abandon_all on coll: the
+ * keys' single-document writes sent together in one batch, then one read
+ * of every key; *gone as resv__mongo_run says. */
+bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,
+                         const resv_request_t *req, int64_t now,
+                         int64_t deadline, resv_answer_t *answer,
+                         bool *gone, resv_error_t *err);
+
+/* What mongo_ops.c writes for one key, for mongo_all.c's batches: the
+ * _id {t, n, k} under key; the filter and
+ * the update pipeline of the single-key reserve or confirm r (r->op);
+ * abandon's filters: F(key), owner and the conformance predicate, and
+ * with emptied also expires_at not null and no holds (the delete's). */
+struct resv__bw;
+void resv__mongo_put_id(struct resv__bw *w, const char *key, size_t key_len,
+                        const resv_key_t *k);
+void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
+                               const resv_request_t *r, int64_t now);
+void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,
+                                 int64_t now, int64_t expires);
+void resv__mongo_owner_filter(struct resv__bw *w, const resv__mongo_t *m,
+                              const resv_request_t *r, bool emptied);
 
 #endif /* RESV_MONGO_INTERNAL_H */

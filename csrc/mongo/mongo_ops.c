@@ -920,8 +920,47 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
     return get(m, coll, req, now, deadline, answer, gone, err);
   case RESV_OP_SWEEP:
     return sweep(m, coll, now, deadline, answer, err);
+  case RESV_OP_RESERVE_ALL:
+  case RESV_OP_CONFIRM_ALL:
+  case RESV_OP_ABANDON_ALL:
+    return resv__mongo_run_all(m, coll, req, now, deadline, answer, gone, err);
   default:
     return resv__fail(err, RESV_EINVALID, "op: unknown operation %d",
                       (int)req->op);
   }
+}
+
+/* The pieces mongo_all.c sends in its batches, as the single-key calls
+ * above write them (mongo_internal.h). */
+void resv__mongo_put_id(resv__bw_t *w, const char *key, size_t key_len,
+                        const resv_key_t *k) {
+  put_id(w, key, key_len, k);
+}
+
+void resv__mongo_upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
+                               const resv_request_t *r, int64_t now) {
+  upsert_filter(w, m, r, now);
+}
+
+void resv__mongo_upsert_pipeline(resv__bw_t *w, const resv_request_t *r,
+                                 int64_t now, int64_t expires) {
+  if (r->op == RESV_OP_RESERVE)
+    reserve_pipeline(w, r, now, expires);
+  else
+    confirm_pipeline(w, r, r->version);
+}
+
+void resv__mongo_owner_filter(resv__bw_t *w, const resv__mongo_t *m,
+                              const resv_request_t *r, bool emptied) {
+  put_f_key(w, &r->key);
+  put_owner(w, K("owner"), &r->owner);
+  if (emptied) {
+    size_t doc = resv__bw_doc(w, K("expires_at"));
+    resv__bw_null(w, K("$ne"));
+    resv__bw_end(w, doc);
+    doc = resv__bw_doc(w, K("holds"));
+    resv__bw_int32(w, K("$size"), 0);
+    resv__bw_end(w, doc);
+  }
+  put_conforms(w, m);
 }

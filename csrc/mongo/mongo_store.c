@@ -9,9 +9,10 @@
  * connectTimeoutMS are the call's timeout, so a dead server costs a call
  * no more than its deadline; socketTimeoutMS is the timeout plus a second,
  * a backstop behind the maxTimeMS each command carries; appname is
- * "resv" so the server's logs name us. maxPoolSize is always the number
- * of dispatcher threads: each thread holds at most one client, so a pop
- * never waits for another thread.
+ * "resv" so the server's logs name us. maxPoolSize is always twice the
+ * number of dispatcher threads: each thread holds at most one client, and
+ * blocking calls on their callers' threads borrow at most as many again
+ * (mongo_caller.c), so a pop never waits for another thread.
  *
  * Open never waits on the network (docs/design.md section 7) unless check is set:
  * the topology (a mongos or not: the hello reply's msg "isdbgrid") is
@@ -27,8 +28,8 @@
  * last collection it used, until the thread ends (a thread-specific key
  * whose destructor pushes the client back): a pop, a push and a
  * mongoc_client_get_collection per call were ~9 000 instructions, 12 % of
- * a reserve's client work. The pool still has maxPoolSize = threads, and
- * each thread holds at most one client, so no pop waits; the threads end
+ * a reserve's client work. Each thread holds at most one client, so no
+ * pop waits; the threads end
  * (pool shutdown joins them) before mongo_destroy frees the pool. */
 #include "mongo_internal.h"
 
@@ -187,20 +188,24 @@ static bool check_server(resv__mongo_t *m, resv_error_t *err) {
 }
 
 /* A dispatcher thread's client, and the collection of the type it ran
- * last (types live until the store closes, after its threads end). */
+ * last. */
 typedef struct worker {
   resv__mongo_t *m;
-  mongoc_client_t *client;
-  const resv_type_t *type;
-  mongoc_collection_t *coll;
+  resv__mongo_conn_t conn;
 } worker_t;
+
+void resv__mongo_conn_forget(resv__mongo_conn_t *conn) {
+  if (conn->coll)
+    mongoc_collection_destroy(conn->coll);
+  conn->coll = NULL;
+  conn->type = NULL;
+}
 
 /* The key's destructor, at the end of a dispatcher thread. */
 static void worker_end(void *arg) {
   worker_t *w = arg;
-  if (w->coll)
-    mongoc_collection_destroy(w->coll);
-  mongoc_client_pool_push(w->m->pool, w->client);
+  resv__mongo_conn_forget(&w->conn);
+  mongoc_client_pool_push(w->m->pool, w->conn.client);
   bson_free(w);
 }
 
@@ -215,7 +220,7 @@ static worker_t *this_worker(resv__mongo_t *m) {
     return NULL;
   w = bson_malloc0(sizeof *w);
   w->m = m;
-  w->client = client;
+  w->conn.client = client;
   if (pthread_setspecific(m->worker_key, w) != 0) {
     mongoc_client_pool_push(m->pool, client);
     bson_free(w);
@@ -225,7 +230,7 @@ static worker_t *this_worker(resv__mongo_t *m) {
 }
 
 /* Whether one of the servers the driver knows takes writes now. */
-static bool writable_known(mongoc_client_t *client) {
+bool resv__mongo_writable_known(mongoc_client_t *client) {
   size_t n = 0;
   bool writable = false;
   mongoc_server_description_t **sds =
@@ -256,7 +261,7 @@ static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
 
   if (!atomic_load_explicit(&m->pool_reached, memory_order_relaxed) ||
       left + RESV__DEADLINE_GRACE_MS >= m->selection_ms ||
-      writable_known(client))
+      resv__mongo_writable_known(client))
     return false;
   resv__fail(err, RESV_EUNAVAILABLE,
              "no server of %s takes writes now, and the call's %lld ms left are "
@@ -265,39 +270,55 @@ static bool out_of_time_for_selection(resv__mongo_t *m, mongoc_client_t *client,
   return true;
 }
 
+/* The call on conn: the topology learnt, the type set up, the operation. */
+static bool run_on(resv__mongo_t *m, resv__mongo_conn_t *conn, resv_type_t *type,
+                   const resv_request_t *req, int64_t now, int64_t deadline,
+                   resv_answer_t *answer, resv_error_t *err) {
+  if (!atomic_load(&m->topology_known) &&
+      !learn_topology(m, conn->client, deadline, err))
+    return false;
+  if (out_of_time_for_selection(m, conn->client, deadline, err))
+    return false;
+  if (!resv__mongo_schema_ready(m, type, conn->client, deadline, err))
+    return false;
+  if (conn->type != type) {
+    resv__mongo_conn_forget(conn);
+    conn->coll =
+        mongoc_client_get_collection(conn->client, m->database, type->collection);
+    conn->type = type;
+  }
+  if (req->op == RESV_OP_RESERVE || req->op == RESV_OP_RESERVE_ALL)
+    resv__mongo_skew_ttl(m, req->ttl_ms);
+  bool gone = false;
+  bool ok = resv__mongo_run(m, conn->coll, req, now, deadline, answer, &gone, err);
+  if (gone)
+    resv__mongo_schema_reset(type);
+  return ok;
+}
+
+bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
+                            resv_type_t *type, const resv_request_t *req,
+                            int64_t now, int64_t deadline,
+                            resv_answer_t *answer, resv_error_t *err) {
+  bool ok = run_on(m, conn, type, req, now, deadline, answer, err);
+  if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
+    atomic_store(&m->pool_reached, true);
+  bool reached = ok || (err->code != RESV_EUNAVAILABLE && err->code != RESV_ETIMEOUT);
+  if (atomic_load_explicit(&m->last_reached, memory_order_relaxed) != reached)
+    atomic_store_explicit(&m->last_reached, reached, memory_order_relaxed);
+  return ok;
+}
+
+/* A call on a dispatcher thread, with the thread's own client. */
 static bool mongo_execute(void *backend, resv_type_t *type,
                           const resv_request_t *req, int64_t now,
                           int64_t deadline, resv_answer_t *answer,
                           resv_error_t *err) {
   resv__mongo_t *m = backend;
-  worker_t *w;
-
-  w = this_worker(m);
+  worker_t *w = this_worker(m);
   if (!w)
     return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
-  if (!atomic_load(&m->topology_known) &&
-      !learn_topology(m, w->client, deadline, err))
-    return false;
-  if (out_of_time_for_selection(m, w->client, deadline, err))
-    return false;
-  if (!resv__mongo_schema_ready(m, type, w->client, deadline, err))
-    return false;
-  if (w->type != type) {
-    if (w->coll)
-      mongoc_collection_destroy(w->coll);
-    w->coll =
-        mongoc_client_get_collection(w->client, m->database, type->collection);
-    w->type = type;
-  }
-  if (req->op == RESV_OP_RESERVE)
-    resv__mongo_skew_ttl(m, req->ttl_ms);
-  bool gone = false;
-  bool ok = resv__mongo_run(m, w->coll, req, now, deadline, answer, &gone, err);
-  if (ok && !atomic_load_explicit(&m->pool_reached, memory_order_relaxed))
-    atomic_store(&m->pool_reached, true);
-  if (gone)
-    resv__mongo_schema_reset(type);
-  return ok;
+  return resv__mongo_execute_on(m, &w->conn, type, req, now, deadline, answer, err);
 }
 
 /* A page of resv_type_scan on a dispatcher thread, with its client; no
@@ -309,7 +330,7 @@ static bool mongo_scan(void *backend, resv_type_t *type, const resv_str_t *after
   worker_t *w = this_worker(m);
   if (!w) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
   mongoc_collection_t *coll =
-      mongoc_client_get_collection(w->client, m->database, type->collection);
+      mongoc_client_get_collection(w->conn.client, m->database, type->collection);
   bool ok = resv__mongo_scan(m, coll, after, limit, now, deadline, scan, err);
   mongoc_collection_destroy(coll);
   return ok;
@@ -322,9 +343,9 @@ static bool mongo_put(void *backend, resv_type_t *type, const resv_scan_entry_t 
   resv__mongo_t *m = backend;
   worker_t *w = this_worker(m);
   if (!w) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
-  if (!resv__mongo_schema_ready(m, type, w->client, deadline, err)) return false;
+  if (!resv__mongo_schema_ready(m, type, w->conn.client, deadline, err)) return false;
   mongoc_collection_t *coll =
-      mongoc_client_get_collection(w->client, m->database, type->collection);
+      mongoc_client_get_collection(w->conn.client, m->database, type->collection);
   bool ok = resv__mongo_put(m, coll, e, deadline, outcome, err);
   mongoc_collection_destroy(coll);
   return ok;
@@ -338,7 +359,7 @@ static bool mongo_list_types(void *backend, int64_t deadline, resv_type_names_t 
   worker_t *w = this_worker(m);
   if (!w) return resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
   bson_error_t error;
-  mongoc_database_t *db = mongoc_client_get_database(w->client, m->database);
+  mongoc_database_t *db = mongoc_client_get_database(w->conn.client, m->database);
   char **list = mongoc_database_get_collection_names_with_opts(db, NULL, &error);
   bool ok = list != NULL;
   if (!ok) resv__mongo_fail(m, err, &error, deadline, "list the collections");
@@ -367,8 +388,10 @@ static bool mongo_is_sharded(void *backend) {
  * store is freed (100 closed stores held 101 threads and 206 fds). */
 static void mongo_shutdown(void *backend) {
   resv__mongo_t *m = backend;
-  if (m->pool)
+  if (m->pool) {
+    resv__mongo_callers_release(m);
     mongoc_client_pool_destroy(m->pool);
+  }
   m->pool = NULL;
 }
 
@@ -379,8 +402,8 @@ static void mongo_destroy(void *backend) {
   resv__mongo_log_remove(m->log);
   if (m->has_worker_key)
     pthread_key_delete(m->worker_key);
-  if (m->pool)
-    mongoc_client_pool_destroy(m->pool);
+  mongo_shutdown(m);
+  resv__mongo_callers_free(m->callers);
   mongoc_uri_destroy(m->uri);
   mongoc_read_prefs_destroy(m->primary);
   if (m->conforms)
@@ -428,9 +451,12 @@ static bool parse_uri(resv__mongo_t *m, const char *uri,
 static const resv__backend_ops_t mongo_ops = {
     .name = "mongodb",
     .runs_inline = false,
+    .several_keys = true,
     .type_init = resv__mongo_type_init,
     .type_free = resv__mongo_type_free,
     .execute = mongo_execute,
+    .execute_blocking = resv__mongo_execute_blocking,
+    .refuse_blocking = resv__mongo_refuse_blocking,
     .clock_skew = resv__mongo_skew,
     .scan = mongo_scan,
     .list_types = mongo_list_types,
@@ -477,6 +503,11 @@ void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
   m->max_holds = options->max_holds;
   m->grace_ms = options->sweep_grace_ms;
 
+  /* The driver's default, written out before the options resv adds:
+   * mongoc looks retryWrites up in the URI's options on every write,
+   * comparing case-insensitively with every option before it. */
+  if (!mongoc_uri_has_option(m->uri, MONGOC_URI_RETRYWRITES))
+    mongoc_uri_set_option_as_bool(m->uri, MONGOC_URI_RETRYWRITES, true);
   set_default_ms(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, timeout);
   set_default_ms(m->uri, MONGOC_URI_CONNECTTIMEOUTMS, timeout);
   /* The deadline is the server's business (maxTimeMS, mongo_ops.c): the
@@ -491,7 +522,15 @@ void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
   if (!mongoc_uri_get_appname(m->uri))
     mongoc_uri_set_appname(m->uri, "resv");
   follow_the_set(m->uri);
-  mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, options->threads);
+  /* The dispatcher's threads hold one client each, and blocking calls on
+   * their callers' threads borrow at most as many again. */
+  mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, 2 * options->threads);
+  m->callers = resv__mongo_callers_new(options->threads);
+  if (!m->callers) {
+    resv__fail(err, RESV_ENOMEM, "out of memory for a store");
+    mongo_destroy(m);
+    return NULL;
+  }
   if (!set_write_concern(m, options->write_concern, err)) {
     mongo_destroy(m);
     return NULL;

@@ -7,7 +7,8 @@
  * Every request is validated on the caller's thread, the clock is read
  * once per call and each call has its deadline. For an inline store
  * (the memory store, the file store) a call runs on the caller's thread;
- * the rest go to the dispatcher. Inline calls are counted in store->active
+ * so does resv_call on a backend with an execute_blocking op (MongoDB),
+ * under the call's deadline; the rest go to the dispatcher. Inline calls are counted in store->active
  * so that closing a store waits for the ones in progress on other threads
  * before it frees the backend. */
 #include "internal.h"
@@ -126,6 +127,30 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
   return ok;
 }
 
+/* resv_call on a store whose backend runs a blocking call on the caller's
+ * thread (execute_blocking) under the call's own deadline, counted as a
+ * job of the dispatcher would be. False with err RESV__EWOULDBLOCK (not
+ * counted): the call is the dispatcher's. */
+static bool call_blocking(resv_type_t *type, const resv_request_t *req,
+                          resv_answer_t *answer, resv_error_t *err) {
+  resv_store_t *store = type->store;
+  int64_t started = resv__now_ns(); /* resv__monotonic_ms's clock, in ns */
+  int64_t timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : store->timeout_ms;
+  int64_t deadline = resv__add_ms_sat(started / 1000000, timeout_ms);
+  atomic_fetch_add(&store->active, 1);
+  bool ok = resv__store_check_open(store, err) &&
+            store->ops->execute_blocking(store->backend, type, req, resv_store_now(store),
+                                         deadline, answer, err);
+  /* Counted before the call lets go of the store: a close waiting for it
+   * frees the counters next. */
+  if ((ok || err->code != RESV__EWOULDBLOCK) &&
+      !atomic_load_explicit(&store->uncounted, memory_order_relaxed))
+    resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
+                     resv__now_ns() - started);
+  atomic_fetch_sub(&store->active, 1);
+  return ok;
+}
+
 bool resv_call(resv_type_t *type, const resv_request_t *req,
                resv_answer_t *answer, resv_error_t *err) {
   resv_store_t *store = type->store;
@@ -135,7 +160,12 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
-  if (store->ops->runs_inline || store->ops->blocking_inline) {
+  if (store->ops->execute_blocking &&
+      (store->ops->several_keys || !resv__op_is_all(req->op))) {
+    if (call_blocking(type, req, answer, err)) return true;
+    if (err->code != RESV__EWOULDBLOCK) return false;
+    resv__error_clear(err); /* the dispatcher's, below */
+  } else if (store->ops->runs_inline || store->ops->blocking_inline) {
     if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
       return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
     if (store->sampled && !resv__stats_sample()) {

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool option_in_range(const char *name, int32_t value, int32_t max,
                             resv_error_t *err) {
@@ -135,6 +136,20 @@ fail:
   return NULL;
 }
 
+/* Waits for the calls running on their callers' threads to end: a
+ * MongoDB call may wait on the server until its deadline, so past a few
+ * yields the wait sleeps a millisecond at a time. */
+static void wait_for_inline_calls(resv_store_t *store) {
+  for (int spins = 0; atomic_load(&store->active) > 0; spins++) {
+    if (spins < 100) {
+      sched_yield();
+    } else {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+  }
+}
+
 void resv_store_shutdown(resv_store_t *store) {
   if (!store) return;
   atomic_store(&store->closed, true); /* new calls answer closed from here */
@@ -146,8 +161,9 @@ void resv_store_shutdown(resv_store_t *store) {
     pthread_mutex_lock(&store->pool_mutex);
     store->pool_closed = true;
     pthread_mutex_unlock(&store->pool_mutex);
+    if (store->ops->refuse_blocking) store->ops->refuse_blocking(store->backend);
     resv__pool_shutdown(store->pool);
-    while (atomic_load(&store->active) > 0) sched_yield();
+    wait_for_inline_calls(store);
     if (store->ops->shutdown) store->ops->shutdown(store->backend);
     store->shut = true;
   }

@@ -12,7 +12,9 @@
  * sequence. Both stores reclaim what expired TEST_DIFF_GRACE ago, each at
  * its own pace (MongoDB on a sweep): past the grace, expired and absent
  * mean the same (docs/design.md section 5), so such a reservation is released from
- * both before a call on its key (test_forget_reclaimable). */
+ * both before a call on its key (test_forget_reclaimable). One call in ten
+ * is a reserve_all, confirm_all or abandon_all of two or three distinct
+ * keys, compared key by key. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,9 @@ static const char *op_name(int32_t op) {
   case RESV_OP_RELEASE: return "release";
   case RESV_OP_GET: return "get";
   case RESV_OP_SWEEP: return "sweep";
+  case RESV_OP_RESERVE_ALL: return "reserve_all";
+  case RESV_OP_CONFIRM_ALL: return "confirm_all";
+  case RESV_OP_ABANDON_ALL: return "abandon_all";
   default: return "?";
   }
 }
@@ -86,6 +91,32 @@ static void random_request(uint64_t *s, resv_request_t *r, const char *long_key)
   r->version = (int64_t)pick(s, 6);
 }
 
+/* Turns r into a call of several keys, one time in ten: r's key and one
+ * or two others, all distinct, into keys[]. */
+static void maybe_several(uint64_t *s, resv_request_t *r, resv_key_t *keys) {
+  static const int32_t ops[] = {RESV_OP_RESERVE_ALL, RESV_OP_RESERVE_ALL,
+                                RESV_OP_CONFIRM_ALL, RESV_OP_ABANDON_ALL};
+  if (r->op == RESV_OP_GET || r->op == RESV_OP_SWEEP || pick(s, 10) != 0) return;
+  r->op = ops[pick(s, sizeof ops / sizeof ops[0])];
+  size_t n = 2 + pick(s, 2);
+  keys[0] = r->key;
+  for (size_t i = 1; i < n; i++) {
+    resv_key_t k;
+    bool fresh;
+    do {
+      k.tenant = resv_cstr(key_tenants[pick(s, 2)]);
+      k.ns = resv_cstr(namespaces[pick(s, 2)]);
+      k.key = resv_cstr(key_names[pick(s, 2)]);
+      fresh = true;
+      for (size_t j = 0; j < i; j++)
+        fresh = fresh && !resv__key_eq(&keys[j], &k);
+    } while (!fresh);
+    keys[i] = k;
+  }
+  r->keys = keys;
+  r->nkeys = n;
+}
+
 static bool same_str(resv_str_t a, resv_str_t b) {
   return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
 }
@@ -102,6 +133,9 @@ static bool holds_subset(const resv_answer_t *a, const resv_answer_t *b) {
 }
 
 static bool same_answer(const resv_answer_t *a, const resv_answer_t *b) {
+  if (a->nkeys != b->nkeys) return false;
+  for (size_t i = 0; i < a->nkeys; i++)
+    if (!same_answer(&a->keys[i], &b->keys[i])) return false;
   return a->status == b->status && a->state == b->state &&
          a->expires_at == b->expires_at && a->version == b->version &&
          same_str(a->owner_tenant, b->owner_tenant) &&
@@ -126,7 +160,12 @@ static void describe(char *buf, size_t size, bool ok, const resv_answer_t *a,
     n += snprintf(buf + n, size - (size_t)n, "%s%.*s", i ? "," : "",
                   (int)a->holds[i].len, a->holds[i].ptr);
   if (n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, "]");
+    n += snprintf(buf + n, size - (size_t)n, "]");
+  for (size_t i = 0; i < a->nkeys && n > 0 && (size_t)n < size; i++) {
+    n += snprintf(buf + n, size - (size_t)n, "\n    key %zu: ", i + 1);
+    if (n > 0 && (size_t)n < size) describe(buf + n, size - (size_t)n, true, &a->keys[i], NULL);
+    n = (int)strlen(buf);
+  }
 }
 
 void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_name,
@@ -135,13 +174,14 @@ void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_
   resv_type_t *tm = test_fresh_type(memory, "diff");
   resv_type_t *tf = test_fresh_type(other, "diff");
   resv_answer_t am = {0}, af = {0};
-  uint64_t s = seed;
+  uint64_t s = seed, s2 = seed ^ 0x5eed5eed5eed5eedULL; /* s2: the several-key calls */
   int64_t now = 1700000000000LL;
   int64_t last_expiry = 0, max_now = now;
-  int counts[6] = {0};
+  int counts[6] = {0}, several = 0;
 
   for (int step = 0; step < steps; step++) {
     resv_request_t r;
+    resv_key_t keys[3];
     resv_error_t em = {0}, ef = {0};
     size_t roll = pick(&s, 100);
 
@@ -154,17 +194,19 @@ void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_
     resv_store_set_time(memory, now);
     resv_store_set_time(other, now);
     random_request(&s, &r, long_key);
+    maybe_several(&s2, &r, keys);
     if (now > max_now) max_now = now;
-    if (r.op != RESV_OP_SWEEP) {
-      test_forget_reclaimable(tm, &r.key, max_now - TEST_DIFF_GRACE);
-      test_forget_reclaimable(tf, &r.key, max_now - TEST_DIFF_GRACE);
+    for (size_t i = 0; r.op != RESV_OP_SWEEP && i < (r.nkeys ? r.nkeys : 1); i++) {
+      const resv_key_t *k = r.nkeys ? &r.keys[i] : &r.key;
+      test_forget_reclaimable(tm, k, max_now - TEST_DIFF_GRACE);
+      test_forget_reclaimable(tf, k, max_now - TEST_DIFF_GRACE);
     }
 
     bool okm = resv_call(tm, &r, &am, &em);
     bool okf = resv_call(tf, &r, &af, &ef);
     bool same = okm == okf && (okm ? same_answer(&am, &af) : em.code == ef.code);
     if (!same) {
-      char dm[700], df[700];
+      char dm[2800], df[2800];
       describe(dm, sizeof dm, okm, &am, &em);
       describe(df, sizeof df, okf, &af, &ef);
       ck_abort_msg("divergence at seed %" PRIu64 " step %d (now %" PRId64
@@ -179,6 +221,7 @@ void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_
       full++;
     if (okm && am.status >= 0 && am.status < 6)
       counts[am.status]++;
+    if (okm && am.nkeys) several++;
     if (okm && am.state == RESV_STATE_PENDING)
       last_expiry = am.expires_at;
   }
@@ -190,6 +233,8 @@ void test_diff_run(resv_store_t *memory, resv_store_t *other, const char *other_
                 "conflict %d kept %d abandoned %d)",
                 seed, counts[RESV_RESERVED], counts[RESV_CONFIRMED],
                 counts[RESV_CONFLICT], counts[RESV_KEPT], counts[RESV_ABANDONED]);
+  ck_assert_msg(steps < 1000 || several > steps / 40,
+                "seed %" PRIu64 ": %d calls of several keys answered", seed, several);
   ck_assert_msg(steps < 1000 || !max_holds || full > 0,
                 "seed %" PRIu64 ": max_holds %d was never reached", seed, (int)max_holds);
   resv_answer_clear(&am);

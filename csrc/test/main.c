@@ -23,9 +23,10 @@ static const struct {
     SUITE(sweep),        SUITE(stats),        SUITE(scan),      SUITE(nonblocking),
     SUITE(no_create),
     SUITE(mongo_options), SUITE(mongo_retry),
-    SUITE(mongo_skew),
+    SUITE(mongo_skew),   SUITE(mongo_inline),
     SUITE(file_integrity),
     SUITE(rules_all),    SUITE(rules_model),
+    SUITE(mongo_all),    SUITE(mongo_all_faults),
 };
 
 /* True when name is one of the comma-separated names in list. */

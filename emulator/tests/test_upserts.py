@@ -12,6 +12,11 @@ way. Single-document writes are atomic ("Atomicity and Transactions").
 An update with multi and upsert that matches nothing inserts one document
 ("update" command, upsert: "If no documents match, inserts a single
 document"); when some match, it updates them all and inserts none.
+An unordered batch ("update" command, ordered: "If false, then when an
+update fails, continue with the remaining update statements, if any")
+reports each failed statement in writeErrors by its zero-based index in
+the updates array, and each upserted document in upserted with its index
+and _id.
 """
 
 import threading
@@ -73,6 +78,28 @@ class UpsertTest(EmulatorTest):
                                           upsert=True)
         self.assertEqual(caught.exception.code, 11000)
         self.assertEqual(caught.exception.details['codeName'], 'DuplicateKey')
+
+    def test_unordered_batch_of_pipeline_upserts_reports_each_statement(self):
+        other = SON([('t', ''), ('n', 'email'), ('k', 'bob@example.com')])
+        self.coll.insert_one({'_id': KEY, 'owner': 'o1', 'expires_at': 500})
+        bob = SON([('_id', other), ('tenant_id', ''), ('key', 'bob@example.com'),
+                   ('$or', [{'owner': 'o2'}, {'expires_at': {'$lte': 100}}])])
+        requests = [pymongo.UpdateOne(reservation_filter('o2'), [{'$set': {'owner': 'o2'}}],
+                                      upsert=True),
+                    pymongo.UpdateOne(bob, [{'$set': {'owner': 'o2'}}], upsert=True),
+                    pymongo.UpdateOne({'_id': other, 'owner': 'o2'},
+                                      [{'$set': {'expires_at': 7}}])]
+        with self.assertRaises(pymongo.errors.BulkWriteError) as caught:
+            self.coll.bulk_write(requests, ordered=False)
+        details = caught.exception.details
+        self.assertEqual([(e['index'], e['code']) for e in details['writeErrors']], [(0, 11000)])
+        self.assertEqual([(u['index'], u['_id']) for u in details['upserted']], [(1, other)])
+        self.assertEqual((details['nMatched'], details['nModified'], details['nUpserted']),
+                         (1, 1, 1))
+        self.assertEqual(self.coll.find_one({'_id': KEY})['owner'], 'o1')
+        self.assertEqual(self.coll.find_one({'_id': other}, {'_id': 0}),
+                         SON([('tenant_id', ''), ('key', 'bob@example.com'), ('owner', 'o2'),
+                              ('expires_at', 7)]))
 
     def test_insert_existing_id_fails(self):
         self.coll.insert_one({'_id': KEY})

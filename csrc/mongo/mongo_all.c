@@ -1,0 +1,506 @@
+/* mongo_all.c: reserve_all, confirm_all and abandon_all on MongoDB
+ * (design.md section 5, "Several keys at once").
+ *
+ * No transaction: every key is written by the single-document writes of
+ * its single-key call, with mongo_ops.c's filters and pipelines, and the
+ * writes of all the keys travel together in one `update` (or `delete`)
+ * command: the driver's bulk API, ordered: false, every statement on one
+ * document (multi: false), so the batch is a retryable write and, on a
+ * mongos, each statement routes by its shard key to the key's own shard.
+ * One `find` by `_id: {$in: [...]}` (read concern local, from the
+ * primary, as the single-key read after a duplicate key) then tells each
+ * key's state, and the answer is decided from it. So the round trips do
+ * not grow with the number of keys:
+ *
+ *   reserve_all  update, find                      2
+ *                ... conflict: + update (pull), delete   4
+ *   confirm_all  update, find                      2
+ *   abandon_all  update (pull), find, delete       3 (2 when none emptied)
+ *
+ * A key whose upsert met a duplicate key and whose holder had gone by the
+ * read (the key changed hands between the two messages) is sent again
+ * with the others of its kind, a bounded number of rounds, as the
+ * single-key upsert is run again.
+ *
+ * When some key is held by another owner, reserve_all abandons each key
+ * by this attempt before it answers (design.md section 5): one batch of
+ * abandon's pulls of the attempt, then one batch of abandon's deletes of
+ * the reservations the pulls left without holds, for the keys the read
+ * found this owner's and pending (every key when the read did not happen:
+ * the filters name the owner, so a pull or delete of another owner's key
+ * matches nothing). A hold the same attempt had before the call is
+ * given up as well (an attempt is one run of one command, which has
+ * failed); a reservation the owner confirmed stays confirmed.
+ * When that taking back fails (the server went away), the call answers
+ * the error, never reserved, and the holds left expire at their ttl.
+ *
+ * Each key's writes are the single-key call's, and each answer is read
+ * after them, so each key's outcome is one that some interleaving of
+ * single-key calls gives: another caller may see a key held that the
+ * call then gives back, never the reverse. The bulk API takes no
+ * maxTimeMS: the deadline is checked before each message, and the socket
+ * timeout bounds a batch the server does not answer. */
+#include "mongo_internal.h"
+#include "doc_bson.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Rounds of a batch whose keys changed hands between write and read. */
+#define ALL_TRIES 5
+
+/* What the read says about one key. */
+typedef enum verdict {
+  V_FREE,  /* nobody holds it for us or against us: send it again */
+  V_HELD,  /* ours: this attempt's live hold, or confirmed by the owner */
+  V_OTHER, /* another owner's, confirmed or live */
+  V_FULL   /* reserve: ours, live, max_holds others holding it */
+} verdict_t;
+
+typedef struct slot {
+  resv_request_t r;     /* the single-key request of this key */
+  bson_t *raw;          /* the document read, or NULL */
+  resv__mongo_doc_t doc; /* decoded from raw when raw is set */
+  bool todo;            /* in the next batch */
+  bool unread;          /* no read has told its state since its last write */
+  bool dup;             /* the last batch's statement met a duplicate key */
+  bool emptied;         /* by the read's account no hold is left after the pull */
+  verdict_t verdict;
+} slot_t;
+
+typedef struct all {
+  resv__mongo_t *m;
+  mongoc_collection_t *coll;
+  const resv_request_t *req;
+  int64_t now, deadline, expires;
+  slot_t *s;
+  size_t n;
+  bool *gone;
+} all_t;
+
+static void slot_forget(slot_t *s) {
+  if (s->raw) {
+    resv__mongo_doc_free(&s->doc);
+    bson_destroy(s->raw);
+    s->raw = NULL;
+  }
+}
+
+static bool out_of_time(const all_t *a, const char *what, resv_error_t *err) {
+  if (resv__mongo_max_time_ms(a->deadline) >= 0) return false;
+  resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
+  return true;
+}
+
+/* A server's error of one statement (or a write concern error) as the
+ * call's error, with its code mapped as mongo_error.c maps any. */
+static bool fail_code(const all_t *a, const bson_iter_t *entry, const char *what,
+                      resv_error_t *err) {
+  bson_iter_t f;
+  int32_t code = 0;
+  const char *msg = "write error";
+  bson_error_t e;
+  if (bson_iter_recurse(entry, &f) && bson_iter_find(&f, "code") && BSON_ITER_HOLDS_INT(&f))
+    code = (int32_t)bson_iter_as_int64(&f);
+  if (bson_iter_recurse(entry, &f) && bson_iter_find(&f, "errmsg") && BSON_ITER_HOLDS_UTF8(&f))
+    msg = bson_iter_utf8(&f, NULL);
+  bson_set_error(&e, MONGOC_ERROR_SERVER, (uint32_t)code, "%s", msg);
+  return resv__mongo_fail(a->m, err, &e, a->deadline, what);
+}
+
+/* Marks dup[j] for each statement j that met a duplicate key; any other
+ * write error, a write concern error, or a command that failed whole fails
+ * the call. */
+static bool read_bulk_reply(const all_t *a, bool sent, const bson_t *reply,
+                            const bson_error_t *error, bool *dup, size_t nstmt,
+                            const char *what, resv_error_t *err) {
+  bson_iter_t it, e;
+  bool write_errors = false;
+  if (bson_iter_init_find(&it, reply, "writeConcernErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+      bson_iter_recurse(&it, &e) && bson_iter_next(&e))
+    return fail_code(a, &e, what, err);
+  if (bson_iter_init_find(&it, reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+      bson_iter_recurse(&it, &e)) {
+    while (bson_iter_next(&e)) {
+      bson_iter_t f;
+      int64_t index = -1, code = 0;
+      write_errors = true;
+      if (bson_iter_recurse(&e, &f) && bson_iter_find(&f, "index") && BSON_ITER_HOLDS_NUMBER(&f))
+        index = bson_iter_as_int64(&f);
+      if (bson_iter_recurse(&e, &f) && bson_iter_find(&f, "code") && BSON_ITER_HOLDS_NUMBER(&f))
+        code = bson_iter_as_int64(&f);
+      if (code != 11000 || index < 0 || (size_t)index >= nstmt || !dup)
+        return fail_code(a, &e, what, err);
+      dup[index] = true;
+    }
+  }
+  if (!sent && !write_errors)
+    return resv__mongo_fail_reply(a->m, err, error, reply, a->deadline, what);
+  return true;
+}
+
+/* Runs a bulk of nstmt statements; dup as read_bulk_reply (NULL: a
+ * duplicate key is an error too). Destroys bulk. */
+static bool run_bulk(const all_t *a, mongoc_bulk_operation_t *bulk, bool *dup,
+                     size_t nstmt, const char *what, resv_error_t *err) {
+  bson_t reply;
+  bson_error_t error;
+  bool ok = !out_of_time(a, what, err);
+  if (ok) {
+    bool sent = mongoc_bulk_operation_execute(bulk, &reply, &error) != 0;
+    ok = read_bulk_reply(a, sent, &reply, &error, dup, nstmt, what, err);
+    bson_destroy(&reply);
+  }
+  mongoc_bulk_operation_destroy(bulk);
+  return ok;
+}
+
+static mongoc_bulk_operation_t *new_bulk(const all_t *a) {
+  bson_t opts = BSON_INITIALIZER;
+  BSON_APPEND_BOOL(&opts, "ordered", false);
+  mongoc_bulk_operation_t *bulk = mongoc_collection_create_bulk_operation_with_opts(a->coll, &opts);
+  bson_destroy(&opts);
+  return bulk;
+}
+
+/* Adds one update statement: filter built by the caller in fw, update in
+ * uw (a pipeline or an operator document); both writers freed. */
+static bool add_update(mongoc_bulk_operation_t *bulk, resv__bw_t *fw, resv__bw_t *uw,
+                       bool upsert, resv_error_t *err) {
+  bson_t filter, update, opts = BSON_INITIALIZER;
+  bson_error_t error;
+  resv__bw_finish(fw, &filter);
+  resv__bw_finish(uw, &update);
+  BSON_APPEND_BOOL(&opts, "upsert", upsert);
+  bool ok = mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, &opts, &error);
+  bson_destroy(&opts);
+  resv__bw_free(fw);
+  resv__bw_free(uw);
+  return ok || resv__fail(err, RESV_EINVALID, "batch: %s", error.message);
+}
+
+/* The single-key reserve's or confirm's upsert of one key. */
+static bool add_upsert(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
+                       resv_error_t *err) {
+  resv__bw_t fw, uw;
+  resv__bw_init(&fw);
+  resv__mongo_upsert_filter(&fw, a->m, &s->r, a->now);
+  resv__bw_init(&uw);
+  resv__mongo_upsert_pipeline(&uw, &s->r, a->now, a->expires);
+  return add_update(bulk, &fw, &uw, true, err);
+}
+
+/* abandon's pull of A, where F(key) and owner. */
+static bool add_pull(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
+                     resv_error_t *err) {
+  resv__bw_t fw, uw;
+  resv__bw_init(&fw);
+  resv__mongo_owner_filter(&fw, a->m, &s->r, false);
+  resv__bw_init(&uw);
+  size_t pull = resv__bw_doc(&uw, K("$pull"));
+  resv__bw_utf8(&uw, K("holds"), s->r.attempt.ptr ? s->r.attempt.ptr : "", s->r.attempt.len);
+  resv__bw_end(&uw, pull);
+  return add_update(bulk, &fw, &uw, false, err);
+}
+
+/* abandon's delete of what the pull emptied. */
+static bool add_delete(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
+                       resv_error_t *err) {
+  resv__bw_t fw;
+  bson_t filter;
+  bson_error_t error;
+  resv__bw_init(&fw);
+  resv__mongo_owner_filter(&fw, a->m, &s->r, true);
+  resv__bw_finish(&fw, &filter);
+  bool ok = mongoc_bulk_operation_remove_one_with_opts(bulk, &filter, NULL, &error);
+  resv__bw_free(&fw);
+  return ok || resv__fail(err, RESV_EINVALID, "batch: %s", error.message);
+}
+
+typedef bool (*add_fn)(const all_t *, mongoc_bulk_operation_t *, const slot_t *,
+                       resv_error_t *);
+
+/* One batch of add's statements, one for each slot `pick` selects; a
+ * duplicate key is recorded in the slot's dup. Sends nothing when none is
+ * picked. */
+static bool send_batch(const all_t *a, add_fn add, bool (*pick)(const slot_t *),
+                       const char *what, resv_error_t *err) {
+  mongoc_bulk_operation_t *bulk = new_bulk(a);
+  size_t *of = calloc(a->n + 1, sizeof *of);
+  bool *dup = calloc(a->n + 1, sizeof *dup);
+  size_t nstmt = 0;
+  bool ok = of && dup;
+  if (!ok) resv__fail(err, RESV_ENOMEM, "%s: out of memory", what);
+  for (size_t i = 0; ok && i < a->n; i++) {
+    if (!pick(&a->s[i])) continue;
+    a->s[i].dup = false;
+    a->s[i].unread = true;
+    ok = add(a, bulk, &a->s[i], err);
+    if (ok) of[nstmt++] = i;
+  }
+  if (ok && nstmt) {
+    ok = run_bulk(a, bulk, dup, nstmt, what, err);
+    bulk = NULL;
+    for (size_t j = 0; ok && j < nstmt; j++) a->s[of[j]].dup = dup[j];
+  }
+  if (bulk) mongoc_bulk_operation_destroy(bulk);
+  free(of);
+  free(dup);
+  return ok;
+}
+
+static bool pick_todo(const slot_t *s) { return s->todo; }
+static bool pick_emptied(const slot_t *s) { return s->emptied; }
+/* What reserve_all's taking back writes to: this owner's pending ones,
+ * and every key whose state no read told. */
+static bool pick_mine(const slot_t *s) {
+  return s->unread || (s->raw && s->doc.state == RESV_STATE_PENDING &&
+                       resv__mongo_doc_owned_by(&s->doc, &s->r.owner));
+}
+
+static bool key_is(const resv_key_t *a, const resv_key_t *b) {
+  return a->tenant.len == b->tenant.len && a->ns.len == b->ns.len &&
+         a->key.len == b->key.len &&
+         (!a->key.len || memcmp(a->key.ptr, b->key.ptr, a->key.len) == 0) &&
+         (!a->ns.len || memcmp(a->ns.ptr, b->ns.ptr, a->ns.len) == 0) &&
+         (!a->tenant.len || memcmp(a->tenant.ptr, b->tenant.ptr, a->tenant.len) == 0);
+}
+
+/* Files one document of the read under its key's slot; a document that
+ * is not a format-1 reservation fails with RESV_EFORMAT. */
+static bool file_doc(const all_t *a, const bson_t *doc, bool *format_seen, resv_error_t *err) {
+  bson_iter_t it;
+  resv__mongo_doc_t d;
+  if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)) {
+    *format_seen = true; /* the format record */
+    return true;
+  }
+  bson_t *raw = bson_copy(doc);
+  if (!resv__mongo_decode(raw, &d, err)) {
+    bson_destroy(raw);
+    return false;
+  }
+  for (size_t i = 0; i < a->n; i++) {
+    slot_t *s = &a->s[i];
+    if (s->todo && !s->raw && key_is(&s->r.key, &d.key)) {
+      s->raw = raw;
+      s->doc = d;
+      return true;
+    }
+  }
+  resv__mongo_doc_free(&d);
+  bson_destroy(raw);
+  return true;
+}
+
+/* The find of every slot to do, by _id, with the format record where
+ * _id alone routes (not on a mongos): *gone when it is missing. */
+static bool read_todo(const all_t *a, resv_error_t *err) {
+  resv__bw_t fw, ow;
+  bson_t filter, opts;
+  bson_error_t error;
+  const bson_t *doc;
+  char index[24];
+  size_t count = 0;
+  bool format_seen = false, ok = !out_of_time(a, "read reservations", err);
+  bool with_format = a->gone && !a->m->is_mongos;
+  if (!ok) return false;
+  resv__bw_init(&fw);
+  size_t id = resv__bw_doc(&fw, K("_id"));
+  size_t in = resv__bw_array(&fw, K("$in"));
+  for (size_t i = 0; i < a->n; i++) {
+    if (!a->s[i].todo) continue;
+    slot_forget(&a->s[i]);
+    int len = snprintf(index, sizeof index, "%zu", count++);
+    resv__mongo_put_id(&fw, index, (size_t)len, &a->s[i].r.key);
+  }
+  if (with_format) {
+    int len = snprintf(index, sizeof index, "%zu", count);
+    resv__bw_utf8(&fw, index, (size_t)len, K("format"));
+  }
+  resv__bw_end(&fw, in);
+  resv__bw_end(&fw, id);
+  resv__bw_finish(&fw, &filter);
+  resv__bw_init(&ow);
+  resv__bw_int64(&ow, K("batchSize"), (int64_t)count + 1);
+  int64_t ms = resv__mongo_max_time_ms(a->deadline);
+  if (ms > 0) resv__bw_int64(&ow, K("maxTimeMS"), ms);
+  size_t rc = resv__bw_doc(&ow, K("readConcern"));
+  resv__bw_utf8(&ow, K("level"), K("local"));
+  resv__bw_end(&ow, rc);
+  resv__bw_finish(&ow, &opts);
+  mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(a->coll, &filter, &opts, a->m->primary);
+  while (ok && mongoc_cursor_next(cursor, &doc)) ok = file_doc(a, doc, &format_seen, err);
+  if (ok && mongoc_cursor_error(cursor, &error))
+    ok = resv__mongo_fail(a->m, err, &error, a->deadline, "read reservations");
+  mongoc_cursor_destroy(cursor);
+  resv__bw_free(&ow);
+  resv__bw_free(&fw);
+  if (ok && with_format && !format_seen) *a->gone = true;
+  for (size_t i = 0; ok && i < a->n; i++)
+    if (a->s[i].todo) a->s[i].unread = false;
+  return ok;
+}
+
+static bool holds_attempt(const resv__mongo_doc_t *d, const resv_str_t *attempt) {
+  for (size_t i = 0; i < d->nholds; i++)
+    if (d->holds[i].len == attempt->len &&
+        (!attempt->len || memcmp(d->holds[i].ptr, attempt->ptr, attempt->len) == 0))
+      return true;
+  return false;
+}
+
+/* Decides a read slot's verdict, as the single-key upsert decides after
+ * its write and after a duplicate key's read. */
+static verdict_t judge(const all_t *a, const slot_t *s) {
+  const resv__mongo_doc_t *d = &s->doc;
+  if (!s->raw) return V_FREE;
+  bool live = d->state == RESV_STATE_CONFIRMED || d->expires_at > a->now;
+  if (!resv__mongo_doc_owned_by(d, &s->r.owner)) return live ? V_OTHER : V_FREE;
+  if (d->state == RESV_STATE_CONFIRMED) return V_HELD;
+  if (s->r.op != RESV_OP_RESERVE || !live) return V_FREE;
+  if (holds_attempt(d, &s->r.attempt)) return V_HELD;
+  return d->nholds >= (size_t)a->m->max_holds ? V_FULL : V_FREE;
+}
+
+/* Rounds of write and read until no key is free (or, for reserve_all,
+ * some key is another owner's). */
+static bool write_and_read(all_t *a, const char *what, resv_error_t *err) {
+  for (int round = 0;; round++) {
+    bool again = false, other = false;
+    if (!send_batch(a, add_upsert, pick_todo, what, err) || !read_todo(a, err)) return false;
+    a->gone = NULL; /* the format record is looked for once */
+    for (size_t i = 0; i < a->n; i++) {
+      slot_t *s = &a->s[i];
+      if (!s->todo) continue;
+      s->verdict = judge(a, s);
+      s->todo = s->verdict == V_FREE;
+      again = again || s->todo;
+      other = other || s->verdict == V_OTHER;
+      if (s->verdict == V_FULL) return resv__fail_holds_full(err, a->m->max_holds);
+    }
+    if (!again || (other && a->req->op == RESV_OP_RESERVE_ALL)) return true;
+    if (round + 1 >= ALL_TRIES)
+      return resv__fail_server(err, RESV_ESERVER, 11000,
+                               "%s: a key kept changing hands (duplicate key %d times)",
+                               what, ALL_TRIES);
+    resv__stats_count(a->m->stats, RESV__STAT_DUPLICATE_RETRY);
+  }
+}
+
+/* The pending reservation d of this owner holds nothing but attempt. */
+static bool only_held_by(const resv__mongo_doc_t *d, const resv_str_t *attempt) {
+  return d->nholds == 0 || (d->nholds == 1 && holds_attempt(d, attempt));
+}
+
+/* reserve_all's taking back: abandon of each key by this attempt, its
+ * pulls in one batch and its deletes in another (pick_mine's keys; the
+ * delete's filter takes only a pending reservation of this owner left
+ * without holds). A key's answer is what they leave of it by the read's
+ * account: abandoned when this attempt's hold was its only one. */
+static bool take_back(all_t *a, resv_error_t *err) {
+  for (size_t i = 0; i < a->n; i++) {
+    slot_t *s = &a->s[i];
+    s->emptied = s->raw && s->doc.state == RESV_STATE_PENDING &&
+                 resv__mongo_doc_owned_by(&s->doc, &s->r.owner) &&
+                 only_held_by(&s->doc, &s->r.attempt);
+  }
+  return send_batch(a, add_pull, pick_mine, "reserve_all: take back", err) &&
+         send_batch(a, add_delete, pick_mine, "reserve_all: take back", err);
+}
+
+/* One key's answer of reserve_all: the reserve's, or after the taking
+ * back, conflict with the holder or what this attempt's abandon left. */
+static bool reserve_key_answer(const slot_t *s, bool conflict, resv_answer_t *k,
+                               resv_error_t *err) {
+  const resv__mongo_doc_t *d = &s->doc;
+  bool ours = s->raw && resv__mongo_doc_owned_by(d, &s->r.owner);
+  if (s->verdict == V_OTHER) return resv__mongo_doc_answer(d, RESV_CONFLICT, false, k, err);
+  if (!conflict)
+    return resv__mongo_doc_answer(d, d->state == RESV_STATE_CONFIRMED ? RESV_CONFIRMED
+                                                                       : RESV_RESERVED,
+                                  true, k, err);
+  if (!ours) return resv__answer_status(k, RESV_ABSENT, err);
+  return resv__answer_status(k, s->emptied ? RESV_ABANDONED : RESV_KEPT, err);
+}
+
+static bool reserve_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
+  bool conflict = false;
+  if (!resv__expiry(a->now, a->req->ttl_ms, &a->expires, err)) return false;
+  if (!write_and_read(a, "reserve_all", err)) {
+    resv_error_t ignored;
+    take_back(a, &ignored); /* best effort; the first error is the answer */
+    return false;
+  }
+  for (size_t i = 0; i < a->n; i++) conflict = conflict || a->s[i].verdict != V_HELD;
+  if (conflict && !take_back(a, err)) return false;
+  if (!resv__answer_keys(answer, conflict ? RESV_CONFLICT : RESV_RESERVED, a->n, err))
+    return false;
+  for (size_t i = 0; i < a->n; i++)
+    if (!reserve_key_answer(&a->s[i], conflict, resv__answer_key(answer, i), err)) return false;
+  return true;
+}
+
+static bool confirm_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
+  if (!write_and_read(a, "confirm_all", err) ||
+      !resv__answer_keys(answer, RESV_CONFIRMED, a->n, err))
+    return false;
+  for (size_t i = 0; i < a->n; i++) {
+    slot_t *s = &a->s[i];
+    int32_t status = s->verdict == V_HELD ? RESV_CONFIRMED : RESV_CONFLICT;
+    if (!resv__mongo_doc_answer(&s->doc, status, false, resv__answer_key(answer, i), err))
+      return false;
+    if (status == RESV_CONFLICT) answer->status = RESV_CONFLICT;
+  }
+  return true;
+}
+
+/* abandon_all: the pulls, one read, the deletes of what they emptied.
+ * Each key answers as abandon does, by the read's account of what its
+ * pull left (design.md section 5: abandoned when no hold is left, kept
+ * when other holds are or it is confirmed, absent when there is no
+ * reservation of this owner). */
+static bool abandon_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
+  if (!send_batch(a, add_pull, pick_todo, "abandon_all", err) || !read_todo(a, err))
+    return false;
+  for (size_t i = 0; i < a->n; i++) {
+    slot_t *s = &a->s[i];
+    if (s->raw && !resv__mongo_doc_owned_by(&s->doc, &s->r.owner)) slot_forget(s);
+    s->emptied = s->raw && s->doc.state == RESV_STATE_PENDING && s->doc.nholds == 0;
+  }
+  if (!send_batch(a, add_delete, pick_emptied, "abandon_all", err) ||
+      !resv__answer_keys(answer, RESV_ABANDONED, a->n, err))
+    return false;
+  for (size_t i = 0; i < a->n; i++) {
+    slot_t *s = &a->s[i];
+    int32_t status = !s->raw ? RESV_ABSENT : s->emptied ? RESV_ABANDONED : RESV_KEPT;
+    if (!resv__answer_status(resv__answer_key(answer, i), status, err)) return false;
+  }
+  return true;
+}
+
+bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,
+                         const resv_request_t *req, int64_t now, int64_t deadline,
+                         resv_answer_t *answer, bool *gone, resv_error_t *err) {
+  all_t a = {.m = m, .coll = coll, .req = req, .now = now, .deadline = deadline,
+             .n = req->nkeys, .gone = gone};
+  bool ok;
+  a.s = calloc(req->nkeys, sizeof *a.s);
+  if (!a.s) return resv__fail(err, RESV_ENOMEM, "out of memory for %zu keys", req->nkeys);
+  for (size_t i = 0; i < a.n; i++) {
+    a.s[i].r = *req;
+    a.s[i].r.op = resv__op_single(req->op);
+    a.s[i].r.key = req->keys[i];
+    a.s[i].r.keys = NULL;
+    a.s[i].r.nkeys = 0;
+    a.s[i].todo = true;
+  }
+  switch (req->op) {
+  case RESV_OP_RESERVE_ALL: ok = reserve_all(&a, answer, err); break;
+  case RESV_OP_CONFIRM_ALL: ok = confirm_all(&a, answer, err); break;
+  default: ok = abandon_all(&a, answer, err); break;
+  }
+  for (size_t i = 0; i < a.n; i++) slot_forget(&a.s[i]);
+  free(a.s);
+  return ok;
+}
