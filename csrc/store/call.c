@@ -26,14 +26,36 @@ static bool execute(resv_store_t *store, resv_type_t *type, const resv_request_t
                              answer, err);
 }
 
+/* How an inline call is counted: not at all (a job counts it when it
+ * finishes), or as a call: with its latency, or on a sampled store (the
+ * memory store) its answer alone but for the calls resv__stats_sample
+ * picks to time. */
+typedef enum { COUNT_NONE, COUNT_CALL } count_t;
+
 /* Runs a call on the caller's thread; deadline is RESV__DEADLINE_MAY_WAIT
- * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else). */
+ * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else).
+ * With COUNT_CALL the call is counted before it lets go of the store (a
+ * close waiting for it frees the counters next), unless it would block
+ * (RESV__EWOULDBLOCK: it is the dispatcher's then). */
 static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t deadline,
-                       resv_answer_t *answer, resv_error_t *err) {
+                       resv_answer_t *answer, resv_error_t *err, count_t count) {
   resv_store_t *store = type->store;
+  if (count == COUNT_CALL && atomic_load_explicit(&store->uncounted, memory_order_relaxed))
+    count = COUNT_NONE;
+  bool timed = count == COUNT_CALL && (!store->sampled || resv__stats_sample());
+  int64_t started = timed ? resv__now_ns() : 0;
   atomic_fetch_add(&store->active, 1);
   bool ok = resv__store_check_open(store, err) &&
             execute(store, type, req, deadline, answer, err);
+  if (count == COUNT_CALL && (ok || err->code != RESV__EWOULDBLOCK)) {
+    int32_t code = ok ? answer->status : err->code;
+    if (timed)
+      resv__stats_call(store->stats, req->op, ok, code, resv__now_ns() - started);
+    else if (ok)
+      resv__stats_answered(store->stats, req->op, code);
+    else
+      resv__stats_answer(store->stats, req->op, false, code);
+  }
   atomic_fetch_sub(&store->active, 1);
   return ok;
 }
@@ -87,7 +109,7 @@ static resv_job_t *submit(resv_type_t *type, const resv_request_t *req,
   if (store->ops->runs_inline) {
     /* With a dispatcher to hand it to, the call must not wait here. */
     int64_t deadline = store->ops->hands_off ? RESV__DEADLINE_NO_WAIT : RESV__DEADLINE_MAY_WAIT;
-    if (run_inline(type, &job->request, deadline, &job->answer, &job->error) ||
+    if (run_inline(type, &job->request, deadline, &job->answer, &job->error, COUNT_NONE) ||
         job->error.code != RESV__EWOULDBLOCK) {
       resv__job_finish(job);
       return job;
@@ -114,16 +136,14 @@ bool resv_try_call(resv_type_t *type, const resv_request_t *req, resv_answer_t *
     resv__error_clear(err); /* every call waits for a dispatcher thread */
     return false;
   }
-  int64_t started = resv__now_ns();
-  bool ok = resv__validate_request(req, &store->limits, err) &&
-            run_inline(type, req, store->ops->hands_off ? RESV__DEADLINE_NO_WAIT
-                                                        : RESV__DEADLINE_MAY_WAIT, answer, err);
-  if (!ok && err->code == RESV__EWOULDBLOCK) {
-    resv__error_clear(err);
+  if (!resv__validate_request(req, &store->limits, err)) {
+    resv__stats_call(store->stats, req ? req->op : 0, false, err->code, 0);
     return false;
   }
-  resv__stats_call(store->stats, req ? req->op : 0, ok, ok ? answer->status : err->code,
-                   resv__now_ns() - started);
+  bool ok = run_inline(type, req, store->ops->hands_off ? RESV__DEADLINE_NO_WAIT
+                                                        : RESV__DEADLINE_MAY_WAIT,
+                       answer, err, COUNT_CALL);
+  if (!ok && err->code == RESV__EWOULDBLOCK) resv__error_clear(err);
   return ok;
 }
 
@@ -166,21 +186,7 @@ bool resv_call(resv_type_t *type, const resv_request_t *req,
     if (err->code != RESV__EWOULDBLOCK) return false;
     resv__error_clear(err); /* the dispatcher's, below */
   } else if (store->ops->runs_inline || store->ops->blocking_inline) {
-    if (atomic_load_explicit(&store->uncounted, memory_order_relaxed))
-      return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
-    if (store->sampled && !resv__stats_sample()) {
-      bool ok = run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
-      if (ok)
-        resv__stats_answered(store->stats, req->op, answer->status);
-      else
-        resv__stats_answer(store->stats, req->op, false, err->code);
-      return ok;
-    }
-    int64_t started = resv__now_ns();
-    bool ok = run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err);
-    resv__stats_call(store->stats, req->op, ok, ok ? answer->status : err->code,
-                     resv__now_ns() - started);
-    return ok;
+    return run_inline(type, req, RESV__DEADLINE_MAY_WAIT, answer, err, COUNT_CALL);
   }
 
   resv_job_t *job = submit(type, req, NULL, true, err);
