@@ -195,18 +195,14 @@ end
 ---------------------------------------------------------------------------
 -- The call
 
--- A request of a shape is a table of the call's checked arguments, each
--- read once from the caller's tables (ONE's, which sweep uses):
---   op, ttl, version   the operation and its numbers;
---   kt, kn, kk         the key's tenant, namespace and key;
---   ot, oid, attempt   the owner's tenant and id, and the attempt;
---   mine               a reserve or confirm, whose answer names that owner.
--- A shape says how a request reaches C and how its answer comes back: call
--- (blocks), try (answers on this thread or says it would wait), submit (a
--- job into an inbox), answer (a resv_answer_t to a table). Each passes the
--- request's strings as arguments of the FFI call, which LuaJIT keeps alive
--- for the call: C reads them only during it (resv_call_args,
--- resv_try_call_args) or copies them before it returns (resv_submit_args).
+-- A shape says how a request (a table of a call's checked arguments, each
+-- read once from the caller's tables) reaches C and how its answer comes
+-- back: call (blocks), try (answers on this thread or says it would wait),
+-- submit (a job into an inbox), answer (a resv_answer_t to a table). Each
+-- passes the request's strings as arguments of the FFI call, which LuaJIT
+-- keeps alive for the call: C reads them only during it or copies them
+-- before it returns (resv_submit_args). ONE's request (sweep's): op, ttl,
+-- version, kt, kn, kk, ot, oid, attempt, mine (the answer may reuse ot, oid).
 local ONE = {}
 
 function ONE.call(h, r, timeout, answer)
