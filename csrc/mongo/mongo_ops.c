@@ -525,7 +525,92 @@ static bool full_for(const resv__mongo_doc_t *doc, const resv_request_t *r,
   return true;
 }
 
-/* reserve and confirm: the upsert, then the duplicate-key path. */
+/* The answer of a findAndModify with upsert that succeeded: the document
+ * it returned, which must be the owner's. */
+static bool answer_reply(const bson_t *reply, const resv_request_t *r,
+                         const char *what, resv_answer_t *answer,
+                         resv_error_t *err) {
+  bson_iter_t it;
+
+  if (bson_iter_init_find(&it, reply, "value") &&
+      BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    uint32_t len;
+    const uint8_t *data;
+    bson_t value;
+    bson_iter_document(&it, &len, &data);
+    return bson_init_static(&value, data, len) &&
+           answer_upserted(&value, r, answer, err);
+  }
+  return resv__fail(err, RESV_ESERVER,
+                    "%s: findAndModify with upsert returned no document",
+                    what);
+}
+
+/* After a duplicate key: reads the document that stood in the way and
+ * answers conflict with its holder, or fails when it is the owner's
+ * reservation with no room for the attempt. *again when nobody else
+ * holds the key any more (it is ours, expired, or gone again): the
+ * upsert is to run again. */
+static bool after_duplicate(const resv__mongo_t *m, mongoc_collection_t *coll,
+                            const resv_request_t *r, int64_t now,
+                            int64_t deadline, resv_answer_t *answer,
+                            bool *again, resv_error_t *err) {
+  resv__mongo_doc_t held;
+  bson_t raw;
+  bool ok, found;
+
+  ok = read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held,
+                &found, NULL, err);
+  if (ok && found) {
+    if (!resv__mongo_doc_owned_by(&held, &r->owner) &&
+        (held.state == RESV_STATE_CONFIRMED || held.expires_at > now))
+      ok = resv__mongo_doc_answer(&held, RESV_CONFLICT, false, answer, err);
+    else if (full_for(&held, r, now, m->max_holds))
+      ok = resv__fail_holds_full(err, m->max_holds);
+    else
+      *again = true;
+    resv__mongo_doc_free(&held);
+  } else if (ok) {
+    *again = true;
+  }
+  bson_destroy(&raw);
+  return ok;
+}
+
+/* One findAndModify with upsert, with the time left before deadline. It
+ * answers, or fails, or meets a duplicate key, which after_duplicate
+ * reads: *again when the upsert is to run again. */
+static bool try_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
+                       const bson_t *filter,
+                       mongoc_find_and_modify_opts_t *opts,
+                       const resv_request_t *r, int64_t now, int64_t deadline,
+                       const char *what, resv_answer_t *answer, bool *again,
+                       resv_error_t *err) {
+  int64_t ms = resv__mongo_max_time_ms(deadline);
+  bson_t reply;
+  bson_error_t error;
+  bool ok, duplicate = false;
+
+  *again = false;
+  if (ms < 0)
+    return resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
+  mongoc_find_and_modify_opts_set_max_time_ms(opts, (uint32_t)ms);
+  if (mongoc_collection_find_and_modify_with_opts(coll, filter, opts, &reply,
+                                                  &error))
+    ok = answer_reply(&reply, r, what, answer, err);
+  else if (!resv__mongo_is_duplicate(&error))
+    ok = resv__mongo_fail_reply(m, err, &error, &reply, deadline, what);
+  else
+    ok = duplicate = true;
+  bson_destroy(&reply);
+  if (!duplicate)
+    return ok;
+  resv__stats_count(m->stats, RESV__STAT_DUPLICATE_RETRY);
+  return after_duplicate(m, coll, r, now, deadline, answer, again, err);
+}
+
+/* reserve and confirm: the upsert, then the duplicate-key path, at most
+ * UPSERT_TRIES times and while time is left. */
 static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
                    const resv_request_t *r, int64_t now, int64_t deadline,
                    resv_answer_t *answer, resv_error_t *err) {
@@ -536,8 +621,7 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
   resv__bw_t fw, pw;
   bson_t filter, pipeline;
-  bson_error_t error;
-  bool ok = false;
+  bool ok = true, again = true;
 
   resv__bw_init(&fw);
   upsert_filter(&fw, m, r, now);
@@ -552,76 +636,16 @@ static bool upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   mongoc_find_and_modify_opts_set_flags(
       opts, MONGOC_FIND_AND_MODIFY_UPSERT | MONGOC_FIND_AND_MODIFY_RETURN_NEW);
 
-  for (int tries = 0;; tries++) {
-    bson_t reply, raw;
-    bson_iter_t it;
-    resv__mongo_doc_t held;
-    int64_t ms = resv__mongo_max_time_ms(deadline);
-    bool found;
-
-    if (ms < 0) {
-      ok = resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
-      break;
-    }
-    mongoc_find_and_modify_opts_set_max_time_ms(opts, (uint32_t)ms);
-    if (mongoc_collection_find_and_modify_with_opts(coll, &filter, opts,
-                                                    &reply, &error)) {
-      if (bson_iter_init_find(&it, &reply, "value") &&
-          BSON_ITER_HOLDS_DOCUMENT(&it)) {
-        uint32_t len;
-        const uint8_t *data;
-        bson_t value;
-        bson_iter_document(&it, &len, &data);
-        ok = bson_init_static(&value, data, len) &&
-             answer_upserted(&value, r, answer, err);
-      } else {
-        ok = resv__fail(err, RESV_ESERVER,
-                        "%s: findAndModify with upsert returned no document",
-                        what);
-      }
-      bson_destroy(&reply);
-      break;
-    }
-    if (!resv__mongo_is_duplicate(&error)) {
-      ok = resv__mongo_fail_reply(m, err, &error, &reply, deadline, what);
-      bson_destroy(&reply);
-      break;
-    }
-    bson_destroy(&reply);
-    resv__stats_count(m->stats, RESV__STAT_DUPLICATE_RETRY);
-    /* Someone else's document stood in the way. Whose? */
-    if (!read_key(m, coll, &r->key, READ_DUPLICATE, deadline, &raw, &held, &found, NULL,
-                  err)) {
-      bson_destroy(&raw);
-      break;
-    }
-    if (found && !resv__mongo_doc_owned_by(&held, &r->owner) &&
-        (held.state == RESV_STATE_CONFIRMED || held.expires_at > now)) {
-      ok = resv__mongo_doc_answer(&held, RESV_CONFLICT, false, answer, err);
-      resv__mongo_doc_free(&held);
-      bson_destroy(&raw);
-      break;
-    }
-    if (found && full_for(&held, r, now, m->max_holds)) {
-      ok = resv__fail_holds_full(err, m->max_holds);
-      resv__mongo_doc_free(&held);
-      bson_destroy(&raw);
-      break;
-    }
-    if (found)
-      resv__mongo_doc_free(&held);
-    bson_destroy(&raw);
-    if (tries + 1 >= UPSERT_TRIES) {
+  for (int tries = 1; ok && again; tries++) {
+    ok = try_upsert(m, coll, &filter, opts, r, now, deadline, what, answer,
+                    &again, err);
+    if (ok && again && tries >= UPSERT_TRIES)
       ok = resv__fail_server(err, RESV_ESERVER, 11000,
                              "%s: the key kept changing hands (duplicate key "
                              "%d times)",
                              what, UPSERT_TRIES);
-      break;
-    }
-    if (resv__monotonic_ms() >= deadline) {
+    else if (ok && again && resv__monotonic_ms() >= deadline)
       ok = resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
-      break;
-    }
   }
   mongoc_find_and_modify_opts_destroy(opts);
   resv__bw_free(&pw);
