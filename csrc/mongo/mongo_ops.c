@@ -707,53 +707,26 @@ static pulled_t pulled_state(const bson_t *value) {
   return confirmed || held ? PULLED_KEPT : PULLED_LAST;
 }
 
-/* abandon: the two writes of docs/design.md section 5, in its order. The answer is
- * decided at the first, the pull, which is a findAndModify returning the
- * document as the pull left it, so it says what the reservation was at
- * the instant the hold went (abandon's linearization point):
- *
- *   - no document of this owner: absent (or format, absent_or_format);
- *   - confirmed, or other holds left: kept, true at that instant;
- *   - pending without holds: abandoned, whatever the delete then finds.
- *     The delete removes it, unless someone changed it in between (the
- *     owner's other attempt joined it, or confirmed and released it,
- *     another owner took it over once expired, a sweep deleted it).
- *     Abandoned is still the answer: the memory store, which abandons in
- *     one step, deletes it at the pull's instant, and what came after
- *     reads as if it came after that delete (a join then reads as a fresh
- *     reservation, with the later of the two expiries).
- *
- * Answering from the delete instead (deleted ? abandoned : kept) said
- * kept for a reservation gone by then (model/README.md, "What SPIN
- * found"). The delete is sent after every pull that matched, kept ones
- * included, as docs/design.md section 5 writes it: it cannot change the answer (a
- * pending reservation without holds that it finds there was emptied by
- * another abandon's pull, which answers abandoned itself), but it is the
- * the design's second write and costs a kept abandon what it always cost. Its
- * failure is the call's error either way, as before. A pull that matched
- * nothing sends no delete: nothing of the owner's was there for it, and
- * the read of absent_or_format follows instead. */
-static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
-                    const resv_request_t *r, int64_t deadline,
-                    resv_answer_t *answer, bool *set_up_gone,
-                    resv_error_t *err) {
+/* abandon's first write, the pull: { $pull: { holds: A } } where F(key),
+ * owner and conforming, a findAndModify returning the document as the
+ * pull left it (projected to expires_at and holds); *pulled says what
+ * that is. */
+static bool pull_hold(const resv__mongo_t *m, mongoc_collection_t *coll,
+                      const resv_request_t *r, int64_t deadline,
+                      pulled_t *pulled, resv_error_t *err) {
   mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
-  resv__bw_t fw, uw, pw, gw, ow;
-  bson_t filter, update, fields, gone, reply, opts;
+  resv__bw_t fw, uw, pw;
+  bson_t filter, update, fields, reply;
   bson_iter_t it;
   bson_error_t error;
-  pulled_t pulled = PULLED_NOTHING;
   int64_t ms = resv__mongo_max_time_ms(deadline);
   size_t doc;
   bool ok;
 
-  /* F(key), owner: O, conforming */
+  *pulled = PULLED_NOTHING;
   resv__bw_init(&fw);
-  put_f_key(&fw, &r->key);
-  put_owner(&fw, K("owner"), &r->owner);
-  put_conforms(&fw, m);
+  resv__mongo_owner_filter(&fw, m, r, false);
   resv__bw_finish(&fw, &filter);
-  /* { $pull: { holds: A } } */
   resv__bw_init(&uw);
   doc = resv__bw_doc(&uw, K("$pull"));
   put_str(&uw, K("holds"), &r->attempt);
@@ -765,20 +738,6 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__bw_int32(&pw, K("expires_at"), 1);
   resv__bw_int32(&pw, K("holds"), 1);
   resv__bw_finish(&pw, &fields);
-  /* F(key), owner: O, expires_at: { $ne: null }, holds: { $size: 0 },
-   * conforming */
-  resv__bw_init(&gw);
-  put_f_key(&gw, &r->key);
-  put_owner(&gw, K("owner"), &r->owner);
-  doc = resv__bw_doc(&gw, K("expires_at"));
-  resv__bw_null(&gw, K("$ne"));
-  resv__bw_end(&gw, doc);
-  doc = resv__bw_doc(&gw, K("holds"));
-  resv__bw_int32(&gw, K("$size"), 0);
-  resv__bw_end(&gw, doc);
-  put_conforms(&gw, m);
-  resv__bw_finish(&gw, &gone);
-  resv__bw_init(&ow);
 
   if (ms < 0) {
     ok = resv__fail(err, RESV_ETIMEOUT, "abandon: deadline passed");
@@ -799,40 +758,86 @@ static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
     bson_t value;
     bson_iter_document(&it, &len, &data);
     if (bson_init_static(&value, data, len))
-      pulled = pulled_state(&value);
+      *pulled = pulled_state(&value);
     else
       ok = resv__fail(err, RESV_ESERVER,
                       "abandon: findAndModify returned a malformed document");
   }
   bson_destroy(&reply);
-  if (ok && pulled != PULLED_NOTHING) {
-    /* The second write gets what is left. */
-    if (!put_max_time(&ow, deadline, "abandon", err)) {
-      ok = false;
-      goto done;
-    }
-    resv__bw_finish(&ow, &opts);
-    ok = mongoc_collection_delete_one(coll, &gone, &opts, &reply, &error);
-    if (!ok)
-      resv__mongo_fail_reply(m, err, &error, &reply, deadline, "abandon");
-    bson_destroy(&reply);
-  }
-  if (!ok)
-    ; /* err filled above */
-  else if (pulled == PULLED_NOTHING)
-    ok = absent_or_format(m, coll, &r->key, deadline, answer, set_up_gone,
-                          err);
-  else
-    ok = resv__answer_status(
-        answer, pulled == PULLED_LAST ? RESV_ABANDONED : RESV_KEPT, err);
 done:
   mongoc_find_and_modify_opts_destroy(fam);
-  resv__bw_free(&ow);
-  resv__bw_free(&gw);
   resv__bw_free(&pw);
   resv__bw_free(&uw);
   resv__bw_free(&fw);
   return ok;
+}
+
+/* abandon's second write: delete where F(key), owner, expires_at not
+ * null, holds empty and conforming, with the time left. */
+static bool delete_emptied(const resv__mongo_t *m, mongoc_collection_t *coll,
+                           const resv_request_t *r, int64_t deadline,
+                           resv_error_t *err) {
+  resv__bw_t fw, ow;
+  bson_t emptied, reply, opts;
+  bson_error_t error;
+  bool ok;
+
+  resv__bw_init(&fw);
+  resv__bw_init(&ow);
+  ok = put_max_time(&ow, deadline, "abandon", err);
+  if (ok) {
+    resv__bw_finish(&ow, &opts);
+    resv__mongo_owner_filter(&fw, m, r, true);
+    resv__bw_finish(&fw, &emptied);
+    ok = mongoc_collection_delete_one(coll, &emptied, &opts, &reply, &error);
+    if (!ok)
+      resv__mongo_fail_reply(m, err, &error, &reply, deadline, "abandon");
+    bson_destroy(&reply);
+  }
+  resv__bw_free(&ow);
+  resv__bw_free(&fw);
+  return ok;
+}
+
+/* abandon: the two writes of docs/design.md section 5, in its order. The
+ * answer is decided at the first, the pull, which returns the document as
+ * the pull left it, so it says what the reservation was at the instant
+ * the hold went (abandon's linearization point):
+ *
+ *   - no document of this owner: absent (or format, absent_or_format);
+ *   - confirmed, or other holds left: kept, true at that instant;
+ *   - pending without holds: abandoned, whatever the delete then finds.
+ *     The delete removes it, unless someone changed it in between (the
+ *     owner's other attempt joined it, or confirmed and released it,
+ *     another owner took it over once expired, a sweep deleted it).
+ *     Abandoned is still the answer: the memory store, which abandons in
+ *     one step, deletes it at the pull's instant, and what came after
+ *     reads as if it came after that delete (a join then reads as a fresh
+ *     reservation, with the later of the two expiries). An answer taken
+ *     from the delete would say kept for a reservation already gone
+ *     (model/README.md, "What SPIN found").
+ *
+ * The delete is sent after every pull that matched, kept ones included,
+ * as docs/design.md section 5 writes it: it cannot change the answer (a
+ * pending reservation without holds that it finds there was emptied by
+ * another abandon's pull, which answers abandoned itself). Its failure is
+ * the call's error either way. A pull that matched nothing sends no
+ * delete: nothing of the owner's was there for it, and the read of
+ * absent_or_format follows instead, which sets *gone when it finds the
+ * collection without its format record. */
+static bool abandon(const resv__mongo_t *m, mongoc_collection_t *coll,
+                    const resv_request_t *r, int64_t deadline,
+                    resv_answer_t *answer, bool *gone, resv_error_t *err) {
+  pulled_t pulled;
+
+  if (!pull_hold(m, coll, r, deadline, &pulled, err))
+    return false;
+  if (pulled == PULLED_NOTHING)
+    return absent_or_format(m, coll, &r->key, deadline, answer, gone, err);
+  if (!delete_emptied(m, coll, r, deadline, err))
+    return false;
+  return resv__answer_status(
+      answer, pulled == PULLED_LAST ? RESV_ABANDONED : RESV_KEPT, err);
 }
 
 /* release: delete our reservation, whatever its state. */
