@@ -36,7 +36,7 @@
  * missing privilege) costs the server nothing per call and a passing one
  * (the server was down) heals on its own. A call that finds the format
  * record gone (the collection was dropped while the store runs:
- * mongo_ops.c) puts the flag down, and the next call sets the type up
+ * mongo_read.c) puts the flag down, and the next call sets the type up
  * again, format record included. A store opened with no_create uses
  * a type as it is: it only reads (steps 0, 1's check and 2), and a type
  * without a format record is an error naming it. */
