@@ -25,9 +25,10 @@
  * ends there with MaxTimeMSExpired (50, a timeout; not retried by the
  * driver, and the connection is kept) instead of running on for nobody.
  * The margin for that answer to travel back is on the far side of the
- * deadline: the caller waits the deadline plus its grace (store.c's 250
- * ms) before it gives up on the worker, so the server gets the whole
- * time the caller was promised and a timeout is never answered early.
+ * deadline: the caller waits the deadline plus its grace
+ * (RESV__DEADLINE_GRACE_MS) before it gives up on the worker, so the
+ * server gets the whole time the caller was promised and a timeout is
+ * never answered early.
  * The socket timeout stays as a larger backstop (mongo_store.c). */
 int64_t resv__mongo_max_time_ms(int64_t deadline) {
   int64_t left = deadline - resv__monotonic_ms();
@@ -49,7 +50,6 @@ static bool put_max_time(resv__bw_t *w, int64_t deadline, const char *what,
     resv__bw_int64(w, K("maxTimeMS"), ms);
   return true;
 }
-
 
 static int64_t reply_count(const bson_t *reply, const char *field) {
   bson_iter_t it;

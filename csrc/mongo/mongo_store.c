@@ -26,11 +26,10 @@
  * operation (mongo_ops.c) with the dispatcher thread's own client. Each
  * thread pops a client on its first job and keeps it, with a handle on the
  * last collection it used, until the thread ends (a thread-specific key
- * whose destructor pushes the client back): a pop, a push and a
- * mongoc_client_get_collection per call were ~9 000 instructions, 12 % of
- * a reserve's client work. Each thread holds at most one client, so no
- * pop waits; the threads end
- * (pool shutdown joins them) before mongo_destroy frees the pool. */
+ * whose destructor pushes the client back), so a call pays for no pop,
+ * push or mongoc_client_get_collection of its own. Each thread holds at
+ * most one client, so no pop waits; the threads end (pool shutdown joins
+ * them) before mongo_destroy frees the pool. */
 #include "mongo_internal.h"
 
 #include <stdio.h>
