@@ -326,9 +326,11 @@ test-hosts: $(O)/libresv.so
 	  nvim --headless -u NONE -c "luafile examples/hosts/nvim.lua"' </dev/null
 
 # The OpenResty gateway in a real nginx, against the emulator or MONGODB_URI;
+# resv.ngx's helpers (every worker's counters at /metrics, the 503) there;
 # then a few of its tests and the demo from a clone in a 0700 directory.
 test-nginx: $(O)/libresv.so $(O)/resv_freeze
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_gateway.py
+	RESV_BUILD=$(O) $(PYTHON) examples/openresty/test/test_metrics.py
 	RESV_BUILD=$(O) scripts/with-mongo $(PYTHON) examples/openresty/test/test_private_clone.py
 
 # The resv command (bin/resv) on a file store and on the emulator or

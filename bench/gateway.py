@@ -6,8 +6,10 @@ Starts the gateway of examples/openresty (its own launcher, gateway.py: a
 private nginx on free loopback ports that stops with this process), one
 worker, with one more location, /noop (bench/gateway/bench_noop.lua): the
 same sign-up request, account subrequest and reply, but no reservation.
-Then, for the memory store and, when RESV_TEST_URI is set (scripts/with-
-mongo), for MongoDB, runs wrk on /noop and on /signup, every request a new
+Then, for the memory store (one worker), the file store with sync = "disk"
+(label file) and with sync = "process" (label file-p) and, when
+RESV_TEST_URI is set (scripts/with-mongo), for MongoDB, runs wrk on /noop,
+on /dict (the same sign-up on ngx.shared.DICT:add) and on /signup, every request a new
 e-mail and user name (bench/gateway/signup.wrk.lua), and prints requests/s
 and the latency p50/p99 of each, with the ratios signup/noop. Writes
 gateway.dat for the plot into $BENCH_OUT (default: build/bench). wrk runs for a fixed time; nothing
@@ -70,8 +72,12 @@ def main():
     workers_list = [int(w) for w in (sys.argv[3] if len(sys.argv) > 3 else '1,2,4').split(',')]
     store_dir = tempfile.mkdtemp(prefix='resv-bench-gateway-')
     # The memory store keeps values per worker: it is measured with one
-    # worker only (with more, resv.open {} is refused in nginx).
-    stores = [('memory', {}, [1]), ('file', {'path': store_dir}, workers_list)]
+    # worker only (with more, resv.open {} is refused in nginx). The file
+    # store with each sync mode, each in a directory of its own.
+    stores = [('memory', {}, [1]),
+              ('file', {'path': os.path.join(store_dir, 'disk')}, workers_list),
+              ('file-p', {'path': os.path.join(store_dir, 'process'), 'sync': 'process'},
+               workers_list)]
     if os.environ.get('RESV_TEST_URI'):
         stores.append(('mongodb', {'uri': os.environ['RESV_TEST_URI']}, workers_list))
     rows = []

@@ -178,7 +178,8 @@ function Store:close()
 end
 
 -- The names of resv_stats_t's rows and columns (docs/design.md section 13).
-local OP_NAMES = { "reserve", "confirm", "abandon", "release", "get", "sweep" }
+local OP_NAMES = { "reserve", "confirm", "abandon", "release", "get", "sweep",
+  "reserve_all", "confirm_all", "abandon_all" }
 local function names_of(name_of, n)
   local t = {}
   for i = 0, n - 1 do t[i] = ffi_string(name_of(i)) end

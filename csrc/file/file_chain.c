@@ -12,7 +12,7 @@
  * RESV_EFORMAT instead of absent. An insert relinks the record after the
  * new one (or the format record) to it, a delete relinks it to the
  * deleted record's own link: one more put of the same size, in the same
- * transaction. */
+ * transaction, in place through the cursor that found it. */
 #include "file_internal.h"
 #include "file_record.h"
 
@@ -20,72 +20,94 @@
 
 static const unsigned char format_key[] = "\0format";
 
-/* Relinks the first record after key (the format record when key is the
- * last) to link. A record without a link (damaged, or not the store's) is
- * left as it is: the chain is broken there already. */
-static int relink_after(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t link) {
-  MDB_cursor *c;
-  MDB_val k = *key, v;
-  int rc = mdb_cursor_open(txn, dbi, &c);
-  if (rc) return rc;
-  rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-  if (rc == 0 && k.mv_size == key->mv_size && memcmp(k.mv_data, key->mv_data, k.mv_size) == 0)
-    rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-  mdb_cursor_close(c);
-  if (rc == MDB_NOTFOUND) {
-    k.mv_data = (void *)format_key;
-    k.mv_size = sizeof format_key - 1;
-    rc = mdb_get(txn, dbi, &k, &v);
-  }
-  if (rc) return rc;
+/* Rewrites the record at the cursor (k, v) with link, in place (the
+ * same size): a record without a link (damaged, or not the store's) is
+ * left as it is, the chain is broken there already. */
+static int relink_here(MDB_cursor *c, const MDB_val *k, const MDB_val *v, uint32_t link) {
   unsigned char at[RESV__FILE_KEY_MAX + 1];
-  if (k.mv_size > sizeof at) return 0;
-  memcpy(at, k.mv_data, k.mv_size);
-  k.mv_data = at;
+  if (k->mv_size > sizeof at) return 0;
+  memcpy(at, k->mv_data, k->mv_size);
+  MDB_val key = {k->mv_size, at};
   resv__file_buf_t w;
-  if (resv__file_rec_relink(&w, &k, &v, link)) {
+  int rc = 0;
+  if (resv__file_rec_relink(&w, &key, v, link)) {
     MDB_val nv = {w.len, w.p};
-    rc = mdb_put(txn, dbi, &k, &nv, 0);
+    rc = mdb_cursor_put(c, &key, &nv, MDB_CURRENT);
   }
   resv__file_buf_free(&w);
   return rc;
 }
 
+static bool is_format(const MDB_val *k) {
+  return k->mv_size == sizeof format_key - 1 && memcmp(k->mv_data, format_key, k->mv_size) == 0;
+}
+
+/* From the record before the place of the one relinked (the cursor),
+ * to the record after it: the next one, or past the last the format
+ * record (always the first key). MDB_NOTFOUND when there is none. */
+static int to_after(MDB_cursor *c, bool tail, MDB_val *k, MDB_val *v) {
+  int rc = mdb_cursor_get(c, k, v, tail ? MDB_FIRST : MDB_NEXT);
+  return rc == 0 && tail && !is_format(k) ? MDB_NOTFOUND : rc;
+}
+
+/* One cursor finds the key before key's place (its link into *prev),
+ * then the record after the place, which it relinks to key. */
 int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev) {
   MDB_cursor *c;
   MDB_val k = *key, v;
   int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
   rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-  rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV)
-       : rc == MDB_NOTFOUND ? mdb_cursor_get(c, &k, &v, MDB_LAST) : rc;
-  if (rc == 0) *prev = resv__file_key_link(&k);
-  mdb_cursor_close(c);
+  bool tail = rc == MDB_NOTFOUND;
+  if (rc == 0 || tail) rc = mdb_cursor_get(c, &k, &v, tail ? MDB_LAST : MDB_PREV);
   if (rc == MDB_NOTFOUND) { /* not even the format record: nothing to chain */
     *prev = 0;
-    return 0;
+    rc = 0;
+  } else if (rc == 0) {
+    *prev = resv__file_key_link(&k);
+    if ((rc = to_after(c, tail, &k, &v)) == 0)
+      rc = relink_here(c, &k, &v, resv__file_key_link(key));
   }
-  return rc ? rc : relink_after(txn, dbi, key, resv__file_key_link(key));
+  mdb_cursor_close(c);
+  return rc;
 }
 
+/* One cursor: key's record (its link), the record after it relinked to
+ * that link, then key's record deleted. */
 int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key) {
-  MDB_val v;
+  MDB_cursor *c;
+  MDB_val k = *key, v;
   uint32_t prev;
-  int rc = mdb_get(txn, dbi, (MDB_val *)key, &v);
+  int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
-  if (resv__file_rec_link(key, &v, &prev) && (rc = relink_after(txn, dbi, key, prev)))
-    return rc;
-  return mdb_del(txn, dbi, (MDB_val *)key, NULL);
+  rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+  if (rc == 0 && resv__file_rec_link(key, &v, &prev)) {
+    rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    bool tail = rc == MDB_NOTFOUND;
+    if (tail) rc = to_after(c, true, &k, &v);
+    if (rc == 0) rc = relink_here(c, &k, &v, prev);
+    if (rc == 0) { /* back to key's record */
+      k = *key;
+      rc = tail ? mdb_cursor_get(c, &k, &v, MDB_SET_KEY) : mdb_cursor_get(c, &k, &v, MDB_PREV);
+    }
+  }
+  if (rc == 0) rc = mdb_cursor_del(c, 0);
+  mdb_cursor_close(c);
+  return rc;
 }
 
-bool resv__file_chain_gap(MDB_txn *txn, MDB_dbi dbi, const MDB_val *before,
-                          const MDB_val *after, const MDB_val *after_val) {
-  uint32_t link;
+bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
+                          const MDB_val *after_val) {
+  uint32_t link, want = resv__file_key_link(before);
   MDB_val k, v;
-  if (after)
-    return resv__file_rec_link(after, after_val, &link) && link == resv__file_key_link(before);
-  k.mv_data = (void *)format_key;
-  k.mv_size = sizeof format_key - 1;
-  return mdb_get(txn, dbi, &k, &v) == 0 && resv__file_rec_link(&k, &v, &link) &&
-         link == resv__file_key_link(before);
+  if (after) return resv__file_rec_link(after, after_val, &link) && link == want;
+  /* The format record is the first key (the cursor is there already, a
+   * walk down the left edge), unless a damaged page put another first. */
+  int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+  if (rc == 0 && !is_format(&k)) {
+    k.mv_data = (void *)format_key;
+    k.mv_size = sizeof format_key - 1;
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY);
+  }
+  return rc == 0 && resv__file_rec_link(&k, &v, &link) && link == want;
 }

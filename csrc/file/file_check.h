@@ -18,6 +18,7 @@
 #include "base.h"
 
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
 
@@ -29,6 +30,10 @@
  * resv__file_identity_fail. */
 #define RESV__FILE_GONE (-30600)
 #define RESV__FILE_SHORT (-30601)
+
+/* The most directories above a store's that are watched; a deeper path is
+ * checked without watches. */
+#define RESV__FILE_WATCH_UP 64
 
 /* What a store checks its files against. Set by resv__file_identity_init
  * once LMDB has opened the directory; read by every thread after. */
@@ -42,6 +47,17 @@ typedef struct resv__file_identity {
   _Atomic int64_t path_at;    /* when the paths are to be looked at next */
   _Atomic int64_t short_size; /* what data.mdb measured when found short */
   _Atomic int64_t short_need;
+  /* The watches (inotify) on the directory, data.mdb and every directory
+   * above, while they stand (file_identity.c). */
+  bool ready;               /* init ran: close has something to free */
+  _Atomic bool watching;    /* false: every check measures and stats */
+  int ino;                  /* the inotify descriptor, or -1 */
+  int dir_wd, data_wd;
+  int n_up;
+  struct { int wd; unsigned short off, len; } up[RESV__FILE_WATCH_UP];
+  pthread_mutex_t drain;    /* reading ino and acting on what it says */
+  bool measured;            /* size is data.mdb's since the last event; under drain */
+  _Atomic int64_t size;     /* data.mdb's size as last measured */
 } resv__file_identity_t;
 
 /* Before mdb_env_open on the directory path: refuses (false, err filled)
@@ -61,10 +77,15 @@ bool resv__file_check(const char *path, resv_error_t *err);
 bool resv__file_fail_access(resv_error_t *err, int errnum, const char *op,
                             const char *file, const char *how);
 
-/* Records what mdb, just opened on the directory path, has open, and
+/* Records what mdb, just opened on the directory path, has open, sets
+ * the watches up when watch (else every check looks at the files), and
  * grows data.mdb as resv__file_identity_grow does. Returns an LMDB error
  * code or errno (0 on success). */
-int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path);
+int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char *path,
+                             bool watch);
+
+/* Frees what init made (the watches); accepts a zeroed one. */
+void resv__file_identity_close(resv__file_identity_t *id);
 
 /* Keeps data.mdb some pages longer than its newest meta page says (a
  * sparse hole; LMDB may leave the pages at its end unwritten): for the
@@ -73,15 +94,20 @@ void resv__file_identity_grow(resv__file_identity_t *id, MDB_env *mdb);
 
 /* 0 when the store's files are still behind its path and data.mdb holds
  * every page its meta page names; else RESV__FILE_GONE or
- * RESV__FILE_SHORT. The size and the link count of the open data.mdb are
- * looked at on every call (one fstat); the paths of data.mdb and lock.mdb
- * on every call with paths true (write transactions), else at most once a
- * second. */
+ * RESV__FILE_SHORT. While the watches stand, each call reads what they
+ * saw (one read of the inotify descriptor, which finds nothing when
+ * nothing changed) and measures data.mdb or looks at the paths only when
+ * they saw something; without them, the size and the link count of the
+ * open data.mdb are looked at on every call (one fstat). The paths of
+ * data.mdb and lock.mdb are looked at with paths true, and at most once a
+ * second anyway. */
 int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool paths);
 
-/* The paths part of resv__file_identity_check alone, every time: for a
- * write transaction once it holds LMDB's writer lock (it was checked
- * without the paths just before). */
+/* For a write transaction once it holds LMDB's writer lock (checked
+ * just before, with the write gate held): without the watches, the paths
+ * part of resv__file_identity_check, every time; with them, what the
+ * check found (it read the watches behind the gate, which every writer
+ * takes). */
 int resv__file_identity_paths(resv__file_identity_t *id);
 
 /* Fills err for rc (RESV__FILE_GONE: RESV_ECLOSED; RESV__FILE_SHORT:

@@ -96,12 +96,13 @@ int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
  * the record after it relinked to it. chain_delete deletes key's record
  * and relinks the one after it to the deleted one's link. chain_gap: true
  * when after's link (after NULL: the format record's tail) names before,
- * proving nothing lies between them. The first two return an LMDB error
- * code (0 on success). */
+ * proving nothing lies between them (c, a cursor on the type's database,
+ * may be moved). The first two return an LMDB error code (0 on
+ * success). */
 int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev);
 int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
-bool resv__file_chain_gap(MDB_txn *txn, MDB_dbi dbi, const MDB_val *before,
-                          const MDB_val *after, const MDB_val *after_val);
+bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
+                          const MDB_val *after_val);
 
 /* Whether the store's "resv" database lists the type collection (a key
  * "type <collection>"), in *listed; with add, lists it when it is not.

@@ -60,6 +60,13 @@
 
 struct resv__file_state {
   char path[PATH_MAX];
+  /* The directory at open (dir_known false: it could not be looked at):
+   * the state is read and written only while the path still leads to it,
+   * never in another directory put at the path later (a store whose
+   * directory was replaced must not write the new store's state). */
+  bool dir_known;
+  dev_t dir_dev;
+  ino_t dir_ino;
   char boot[BOOT_MAX + 1];
   bool disk;
   bool fresh;    /* no state file at open: record one at start */
@@ -146,9 +153,17 @@ static bool map_current(const resv__file_state_t *s) {
 
 /* Reads path's resv.state: 0 (*dirty, boot filled), ENOENT, EINVAL (not
  * a state file) or another errno. With s, maps it as the current one. */
+/* Whether s's path still leads to the directory it had at open. */
+static bool same_dir(const resv__file_state_t *s) {
+  struct stat st;
+  return !s->dir_known ||
+         (stat(s->path, &st) == 0 && st.st_dev == s->dir_dev && st.st_ino == s->dir_ino);
+}
+
 static int read_state(const char *dir, resv__file_state_t *s, bool *dirty, char *boot) {
   char name[PATH_MAX + 16], text[STATE_MAX];
   name_in(name, sizeof name, dir, "resv.state");
+  if (s && !same_dir(s)) return ESTALE;
   int fd = open(name, (s ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) return errno;
   ssize_t n = pread(fd, text, sizeof text, 0);
@@ -176,6 +191,7 @@ static int write_state(resv__file_state_t *s, bool dirty) {
   name_in(name, sizeof name, s->path, "resv.state");
   int len = snprintf(text, sizeof text, "resv-state 1\nstate %s\nboot %s\nreplaced 0\n",
                      dirty ? "dirty" : "clean", s->boot);
+  if (!same_dir(s)) return ESTALE;
   int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return errno;
   int rc = 0;
@@ -421,6 +437,12 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
   if (found != 0) {
     resv__file_state_close(s);
     return NULL;
+  }
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    s->dir_known = true;
+    s->dir_dev = st.st_dev;
+    s->dir_ino = st.st_ino;
   }
   return s;
 }

@@ -228,13 +228,16 @@ static _Thread_local bool in_write;
  * aborted. */
 static int check_readers(env_t *e, bool now_anyway);
 
-static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
+/* begin_txn; checked: the caller's call checked the files a moment ago
+ * (its read transaction), and nothing waited since. */
+static int open_txn(env_t *e, unsigned flags, bool checked, MDB_txn **txn) {
   for (;;) {
     pthread_rwlock_rdlock(&e->resize);
     /* The files are still the store's, and whole (file_identity.c):
      * before LMDB reads the meta, and for a write once it holds the
      * writer's lock, with the paths. */
-    int rc = resv__file_identity_check(&e->id, e->mdb, false);
+    int rc = checked ? 0 : resv__file_identity_check(&e->id, e->mdb, false);
+    checked = false; /* a map to adopt: checked again */
     if (rc == 0 && (rc = mdb_txn_begin(e->mdb, NULL, flags, txn)) == 0) {
       if (flags || !(rc = resv__file_identity_paths(&e->id))) {
         in_write = !flags;
@@ -256,6 +259,10 @@ static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
   }
 }
 
+static int begin_txn(env_t *e, unsigned flags, MDB_txn **txn) {
+  return open_txn(e, flags, false, txn);
+}
+
 static void end_txn(env_t *e) {
   if (in_write) { /* LMDB may leave its last pages unwritten (file_identity.c) */
     in_write = false;
@@ -275,16 +282,17 @@ static void end_txn(env_t *e) {
  * anything is written (file_state.c). Returns GATE_REFUSED with
  * err filled, or begin_txn's code or an errno (the gate held when 0);
  * end_write ends what it began. */
-static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_t *err,
-                       MDB_txn **txn) {
+static int begin_write_checked(env_t *e, int64_t deadline, bool checked, const char *what,
+                               resv_error_t *err, MDB_txn **txn) {
   if (!resv__gate_try(e->gate)) {
     if (deadline == RESV__DEADLINE_NO_WAIT) {
       resv__fail(err, RESV__EWOULDBLOCK, "%s: another writer holds the gate", what);
       return GATE_REFUSED;
     }
     if (!resv__gate_enter(e->gate, deadline, what, err)) return GATE_REFUSED;
+    checked = false; /* it waited: anything may have happened meanwhile */
   }
-  int rc = begin_txn(e, 0, txn);
+  int rc = open_txn(e, 0, checked, txn);
   if (rc == 0 && deadline == RESV__DEADLINE_NO_WAIT && !resv__file_state_marked(e->state)) {
     /* Marking the state dirty syncs a file: not on a host's thread. */
     mdb_txn_abort(*txn);
@@ -304,6 +312,11 @@ static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_
   }
   resv__file_state_wrote(e->state);
   return 0;
+}
+
+static int begin_write(env_t *e, int64_t deadline, const char *what, resv_error_t *err,
+                       MDB_txn **txn) {
+  return begin_write_checked(e, deadline, false, what, err, txn);
 }
 
 static void end_write(env_t *e) {
@@ -509,6 +522,7 @@ static void env_free(env_t *e) {
   for (int i = 0; i < e->n_idle; i++) mdb_txn_abort(e->idle[i]); /* frees the slots */
   resv__file_state_close(e->state); /* checkpoints: before LMDB closes */
   if (e->mdb) mdb_env_close(e->mdb);
+  resv__file_identity_close(&e->id);
   resv__gate_close(e->gate);
   pthread_rwlock_destroy(&e->resize);
   pthread_mutex_destroy(&e->setup);
@@ -551,7 +565,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
              !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
              !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
     rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC | MDB_WRITEMAP), 0666);
-    if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path);
+    if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path, !disk);
   }
   if (rc) {
     if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
@@ -785,16 +799,19 @@ static bool adds_data(const resv_request_t *r) {
 }
 
 /* One write in its own transaction, with the expired records it passes
- * reclaimed; when the map is full, reclaims and tries once more. */
+ * reclaimed; when the map is full, reclaims and tries once more. checked:
+ * the call's read transaction checked the files just before (then the
+ * write checks them again only if it waits for the gate). */
 static bool write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                      int64_t now, int64_t deadline, resv_answer_t *a, resv_error_t *err) {
+                      int64_t now, int64_t deadline, bool checked, resv_answer_t *a,
+                      resv_error_t *err) {
   env_t *e = f->env;
   for (int round = 0;; round++) {
     MDB_txn *txn;
     bool ok = false;
     size_t deleted = 0;
     check_readers(e, false);
-    int rc = begin_write(e, deadline, op_name(r->op), err, &txn);
+    int rc = begin_write_checked(e, deadline, checked && round == 0, op_name(r->op), err, &txn);
     if (rc) return write_fail(e, err, rc, op_name(r->op));
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
@@ -847,7 +864,7 @@ static void run_batch(env_t *e, gc_op_t *batch) {
   }
   if (rc == 0) return;
   for (gc_op_t *o = batch; o; o = o->next)
-    o->ok = write_one(o->file, o->ft, o->req, o->now, o->deadline, o->answer, o->err);
+    o->ok = write_one(o->file, o->ft, o->req, o->now, o->deadline, false, o->answer, o->err);
 }
 
 /* Queues a write for the next group commit and waits for it: the first
@@ -958,7 +975,9 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
   if (!write_needed) return ok;
   deadline = call_deadline(f, r, deadline); /* a write may wait for the gate */
   if (f->env->disk) return write_grouped(f, ft, r, now, deadline, a, err);
-  return write_one(f, ft, r, now, deadline, a, err);
+  /* ok: the read transaction began, so it checked the files (a peek that
+   * asks for a write has answered, to be thrown away). */
+  return write_one(f, ft, r, now, deadline, ok, a, err);
 }
 
 /* A page of resv_type_scan (file_scan.c) in a read-only transaction. The

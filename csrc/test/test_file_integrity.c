@@ -263,11 +263,20 @@ END_TEST
 
 /* ---- damaged while open -------------------------------------------------- */
 
-/* Opens, reads everything, truncates data.mdb to *arg percent, then every
+/* How a running store's data.mdb is cut: the percent left, and whether
+ * through another link to the file (in the directory above, which the
+ * store's watch of its directory does not see). */
+typedef struct cut {
+  int percent;
+  bool through_link;
+} cut_t;
+
+/* Opens, reads everything, truncates data.mdb as *arg says, then every
  * get and a reserve must answer format (a get of a key whose pages are
  * left is no better: the file is damaged). Exits 100 + format when they
  * all do. */
 static void truncate_under_open_store(void *arg) {
+  const cut_t *cut = arg;
   resv_error_t err = {0};
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_type_t *t = type_of(s);
@@ -278,7 +287,16 @@ static void truncate_under_open_store(void *arg) {
     if (!call(t, RESV_OP_GET, key, "o1", &a, &err) || a.status != RESV_PENDING) exit_by_exec(3);
     resv_answer_clear(&a);
   }
-  truncate_to(*(int *)arg);
+  if (cut->through_link) {
+    char file[300], link_name[300];
+    file_of(file, sizeof file, "data.mdb");
+    snprintf(link_name, sizeof link_name, "%s.link", dir);
+    if (link(file, link_name) != 0 || truncate(link_name, data_bytes() * cut->percent / 100) != 0 ||
+        unlink(link_name) != 0)
+      exit_by_exec(7);
+  } else {
+    truncate_to(cut->percent);
+  }
   int answered = 0; /* from what is left of the file */
   for (int i = 0; i < KEYS; i++) {
     snprintf(key, sizeof key, "k%d@x", i);
@@ -294,7 +312,7 @@ static void truncate_under_open_store(void *arg) {
 }
 
 START_TEST(reads_of_a_file_truncated_while_open_answer_format) {
-  int half = 50;
+  cut_t half = {50, false};
   make_store();
   expect_error(in_child(truncate_under_open_store, &half), RESV_EFORMAT, "truncated");
 }
@@ -302,9 +320,17 @@ END_TEST
 
 /* Even the meta pages gone: LMDB reads them first of all. */
 START_TEST(reads_of_a_file_emptied_while_open_answer_format) {
-  int none = 0;
+  cut_t none = {0, false};
   make_store();
   expect_error(in_child(truncate_under_open_store, &none), RESV_EFORMAT, "truncated");
+}
+END_TEST
+
+/* Cut through a name the store does not know: the file itself tells. */
+START_TEST(reads_of_a_file_truncated_through_another_link_answer_format) {
+  cut_t half = {50, true};
+  make_store();
+  expect_error(in_child(truncate_under_open_store, &half), RESV_EFORMAT, "truncated");
 }
 END_TEST
 
@@ -406,6 +432,40 @@ START_TEST(a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed) 
   snprintf(aside, sizeof aside, "%s.data", dir);
   two_worlds(COPY_DATA, aside, RESV_SYNC_PROCESS);
   unlink(aside);
+}
+END_TEST
+
+/* The directory above the store moved away and another made in its
+ * place: the path leads to no store, and the next call of the running
+ * one answers closed (a write and a read, each right after the move). */
+static void above_replaced(int32_t op) {
+  char top[300], path[320], old[310];
+  snprintf(top, sizeof top, "%s.up", dir);
+  snprintf(path, sizeof path, "%s/store", top);
+  snprintf(old, sizeof old, "%s.up.old", dir);
+  ck_assert_int_eq(mkdir(top, 0700), 0);
+  resv_store_t *s = test_open_file(path, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s);
+  resv_answer_t a = {0};
+  resv_error_t err;
+  test_reserve(t, "mine@x", "a", "a", HOUR, &a);
+  resv_answer_clear(&a);
+  ck_assert_int_eq(rename(top, old), 0);
+  ck_assert_int_eq(mkdir(top, 0700), 0);
+  bool ok = call(t, op, "mine@x", "a", &a, &err);
+  ck_assert_msg(!ok, "answered %s from the files moved away", resv_status_name(a.status));
+  ck_assert_msg(err.code == RESV_ECLOSED, "%s: %s", resv_code_name(err.code), err.message);
+  resv_store_close(s);
+  char moved[330];
+  snprintf(moved, sizeof moved, "%s/store", old);
+  test_remove_dir(moved);
+  ck_assert_int_eq(rmdir(old), 0);
+  ck_assert_int_eq(rmdir(top), 0);
+}
+
+START_TEST(a_directory_above_replaced_under_a_running_store_answers_closed) {
+  above_replaced(RESV_OP_RESERVE);
+  above_replaced(RESV_OP_GET);
 }
 END_TEST
 
@@ -523,10 +583,12 @@ Suite *file_integrity_suite(void) {
   tcase_add_test(tc, damaged_meta_pages_are_refused_at_open);
   tcase_add_test(tc, reads_of_a_file_truncated_while_open_answer_format);
   tcase_add_test(tc, reads_of_a_file_emptied_while_open_answer_format);
+  tcase_add_test(tc, reads_of_a_file_truncated_through_another_link_answer_format);
   tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed);
+  tcase_add_test(tc, a_directory_above_replaced_under_a_running_store_answers_closed);
   tcase_add_test(tc, a_relative_path_survives_a_change_of_directory);
   tcase_add_test(tc, the_files_follow_the_umask);
   tcase_add_test(tc, a_store_made_by_root_refuses_another_user_naming_both);

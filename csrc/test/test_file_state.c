@@ -327,6 +327,29 @@ static int refused_after_a_reboot(void) {
   return !c && err.code == RESV_EFORMAT && strstr(err.message, "crash of the OS") ? 0 : 1;
 }
 
+/* A store whose directory was deleted and made again under it (the new
+ * one holding another store) checkpoints its own files at close, and
+ * never writes the new store's state: that would record clean a store
+ * with commits not on the disk. */
+START_TEST(a_store_whose_directory_was_replaced_never_writes_the_new_ones_state) {
+  resv_error_t err;
+  setenv("RESV_CHECKPOINT_IDLE_MS", "600000", 1); /* no checkpoint before the end */
+  resv_store_t *old = open_process(&err);
+  ck_assert_msg(old, "%s", err.message);
+  reserve(old, "old@x", "a");
+  test_remove_dir(dir);
+  ck_assert_int_eq(mkdir(dir, 0700), 0);
+  resv_store_t *s = open_process(&err);
+  ck_assert_msg(s, "%s", err.message);
+  reserve(s, "new@x", "b");
+  ck_assert_str_eq(state_word(), "dirty");
+  resv_store_close(old);
+  ck_assert_str_eq(state_word(), "dirty");
+  resv_store_close(s);
+  ck_assert_str_eq(state_word(), "clean");
+}
+END_TEST
+
 START_TEST(a_checkpoint_of_another_process_is_seen_by_the_next_write) {
   setenv("RESV_CHECKPOINT_IDLE_MS", "600000", 1);
   int go_other, go_reboot;
@@ -507,6 +530,7 @@ Suite *file_state_suite(void) {
   tcase_add_test(tc, dirty_in_this_boot_opens_with_everything_and_checkpoints);
   tcase_add_test(tc, a_store_closed_before_a_reboot_opens_after_it);
   tcase_add_test(tc, a_checkpoint_of_another_process_is_seen_by_the_next_write);
+  tcase_add_test(tc, a_store_whose_directory_was_replaced_never_writes_the_new_ones_state);
   tcase_add_test(tc, processes_of_both_modes_share_a_store);
   tcase_add_test(tc, a_full_disk_answers_nomem_and_kills_no_process);
   tcase_add_test(tc, an_empty_data_file_beside_the_state_is_damage);

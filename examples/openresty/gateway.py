@@ -2,6 +2,7 @@
 
     with Gateway(uri=None, workers=1) as gw:      # uri None: memory store
     with Gateway(path=DIR, workers=4) as gw:      # the file store in DIR
+    with Gateway(path=DIR, sync='process') as gw: # ... with sync = "process"
         status, body = gw.post('/signup', {'email': ..., 'username': ...})
 
 Renders nginx.conf.in into a fresh prefix (a temporary folder), on two
@@ -97,9 +98,10 @@ def _die_with_parent():
 class Gateway:
     def __init__(self, uri=None, workers=1, store_threads=8, timeout_ms=5000,
                  wait='', wait_threads=32, build=None, extra_locations='', extra_http='',
-                 extra_lua_path='', log_level='warn', path=None, user=None):
+                 extra_lua_path='', log_level='warn', path=None, user=None, sync=None):
         self.uri = uri or ''
         self.path = path or ''
+        self.sync = sync or ''  # the file store's sync ('': its default, disk)
         self.workers = workers
         self.store_threads = store_threads
         self.timeout_ms = timeout_ms
@@ -146,6 +148,7 @@ class Gateway:
             'lua_cpath': os.path.join(build, '?.so') + ';;',
             'store_uri': self.uri.replace('\\', '\\\\').replace('"', '\\"'),
             'store_path': self.path.replace('\\', '\\\\').replace('"', '\\"'),
+            'store_sync': self.sync,
             'store_threads': self.store_threads,
             'store_timeout_ms': self.timeout_ms,
             'wait': self.wait,

@@ -15,7 +15,9 @@
 -- configuration, benchmarks and /health:
 --   use(name)    picks the mechanism; true, or nil and an error;
 --   mechanism()  the name of the mechanism in use;
---   waiting()    how many calls wait.
+--   waiting()    how many calls wait;
+-- and the helpers of resv/ngx_worker.lua (open_in_worker, type, unavailable,
+-- serve_metrics, ...), which load that file on their first use.
 -- The functions a pool thread runs (thread_wait, inbox_wait) load this
 -- module in that thread's own Lua state, where they use only resv.ffi
 -- and resv.base.
@@ -81,6 +83,7 @@ local C = require "resv.ffi"
 
 local rawget = rawget
 local pairs = pairs
+local ipairs = ipairs
 local setmetatable = setmetatable
 local pcall = pcall
 local require = require
@@ -586,6 +589,12 @@ function _M.waiting()
     n = n + 1
   end
   return n
+end
+
+-- The helpers of an nginx.conf (resv/ngx_worker.lua), loaded on first use.
+for _, name in ipairs { "open_in_worker", "store", "type", "unavailable",
+                        "publish_metrics", "serve_metrics" } do
+  _M[name] = function(...) return require("resv.ngx_worker")[name](...) end
 end
 
 -- Replaces the ngx table this module uses, and makes this module the

@@ -648,6 +648,12 @@ function Type:__tostring()
   return "resv.type: " .. ffi_string(resv_type_collection(self.handle))
 end
 
+-- The calls of several keys at once (resv/all.lua).
+require("resv.all").install(Type, {
+  key_fields = key_fields, owner_fields = owner_fields, check_type = check_type,
+  answer_table = answer_table, status_names = status_names, run = call,
+})
+
 _M.Type = Type
 
 return _M

@@ -3,24 +3,26 @@
 -- POST /signup takes an e-mail address and a user name (a JSON object or a
 -- form) and, for a new owner (a fresh id per request):
 --
---   1. reserves the e-mail, then the user name (pending, ttl_ms);
+--   1. reserves the e-mail and the user name together (reserve_all:
+--      both pending for ttl_ms, or neither);
 --   2. asks the account service (a subrequest to /_account) to create the
 --      account;
---   3. confirms both reservations when the account exists, or abandons them
---      when the service failed, so the values are free again at once.
+--   3. confirms both when the account exists (confirm_all), or abandons
+--      them when the service failed (abandon_all), so the values are free
+--      again at once.
 --
 -- Answers are JSON: 201 with the owner id; 409 naming the field whose value
 -- is taken; 400 for a bad body; 502 when the account service failed; 503
 -- when the store failed (never 201 unless both values are confirmed for
 -- this owner).
 --
--- The store is opened in init_worker (never before nginx forks its
--- workers: a MongoDB client must not cross fork()). Every resv call yields
+-- The store is opened in init_worker (resv.ngx.open_in_worker: never
+-- before nginx forks its workers, a MongoDB client must not cross fork()),
+-- and a store that did not open, or a call that failed, answers 503
+-- (resv.ngx.unavailable). Every resv call yields
 -- the request's coroutine while the store works; the worker serves other
 -- requests meanwhile (lua/resv/ngx.lua).
-local resv = require "resv"
 local resv_ngx = require "resv.ngx"
-local metrics = require "resv.metrics"
 local json = require "dkjson"
 
 local ngx = ngx
@@ -29,15 +31,10 @@ local tostring = tostring
 local str_lower = string.lower
 
 local MAX_FIELD = 254 -- bytes, the longest e-mail address SMTP allows
-local METRICS_EVERY = 1 -- seconds between a worker's publications
-local METRICS_TTL = 5   -- seconds a publication stays
 
 local _M = {}
 
 local conf       -- the options given to init_worker
-local store      -- the worker's store, or nil when it could not be opened
-local open_err   -- why it could not
-local users      -- store:type(context, aggregate)
 local signups = 0 -- sign-ups under way in this worker, for /health
 
 local function reply(status, body)
@@ -46,7 +43,9 @@ local function reply(status, body)
   ngx.say(json.encode(body))
 end
 
--- Opens the worker's store. Runs in init_worker_by_lua*, after the fork.
+-- Opens the worker's store (resv.ngx.open_in_worker: after the fork, and
+-- each worker's counters published for /metrics through the
+-- lua_shared_dict resv_metrics). Runs in init_worker_by_lua*.
 -- opts: store (resv.open's options), context, aggregate, ttl_ms, wait
 -- (the waiting mechanism of resv.ngx; "" or nil: its default).
 function _M.init_worker(opts)
@@ -64,63 +63,21 @@ function _M.init_worker(opts)
   if store_opts.path == "" then
     store_opts.path = nil -- not the file store
   end
-  local err
-  store, err = resv.open(store_opts)
-  if not store then
-    open_err = err
-    ngx.log(ngx.ERR, "resv: cannot open the store: ", err)
-    return
+  if store_opts.sync == "" then
+    store_opts.sync = nil -- the file store's default
   end
-  users, err = store:type(opts.context or "shop", opts.aggregate or "user")
-  if not users then
-    open_err = err
-    store = nil
-    ngx.log(ngx.ERR, "resv: bad aggregate type: ", err)
-    return
-  end
-  ngx.log(ngx.INFO, "resv: ", tostring(store), ", waiting by ",
-          resv_ngx.mechanism())
-  -- Each worker publishes its counters every second for /metrics, which
-  -- any worker may serve (lua_shared_dict resv_metrics).
-  if ngx.shared.resv_metrics then
-    local ok, terr = ngx.timer.every(METRICS_EVERY, function(premature)
-      if not premature then _M.publish() end
-    end)
-    if not ok then ngx.log(ngx.ERR, "resv: no metrics timer: ", terr) end
-    _M.publish()
-  end
+  resv_ngx.open_in_worker(store_opts)
 end
 
--- Puts this worker's counters into the resv_metrics dict under its id,
--- as JSON, for METRICS_TTL seconds (a worker gone stops being listed).
-function _M.publish()
-  local dict = ngx.shared.resv_metrics
-  if not dict or not store then return end
-  local st = store:stats()
-  if st then
-    dict:set(tostring(ngx.worker.id()), json.encode(metrics.portable(st)), METRICS_TTL)
-  end
+-- The worker's aggregate type, or nil, err.
+local function worker_users()
+  return resv_ngx.type(conf.context or "shop", conf.aggregate or "user")
 end
 
 -- GET /metrics: every worker's counters, in the Prometheus text format,
--- with a worker label (sum without (worker) (...) adds them up). This
--- worker's are fresh; the others' at most METRICS_EVERY seconds old.
+-- with a worker label (sum without (worker) (...) adds them up).
 function _M.metrics()
-  local dict = ngx.shared.resv_metrics
-  if not dict then
-    return reply(404, { error = "no lua_shared_dict resv_metrics" })
-  end
-  _M.publish()
-  local list = {}
-  local ids = dict:get_keys(0)
-  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
-  for _, id in ipairs(ids) do
-    local text = dict:get(id)
-    local st = text and json.decode(text)
-    if st then list[#list + 1] = { labels = { worker = id }, stats = st } end
-  end
-  ngx.header["Content-Type"] = "text/plain; version=0.0.4"
-  ngx.print(metrics.render_many(list))
+  return resv_ngx.serve_metrics()
 end
 
 -- The request's body as a table, or nil, why.
@@ -156,28 +113,25 @@ local function field(body, name)
   return v
 end
 
--- Lets go of the reservations made so far (best effort: an abandon that
--- fails leaves a pending reservation that expires after ttl_ms).
-local function abandon(keys, owner, attempt)
-  for i = #keys, 1, -1 do
-    local r, err = users:abandon(keys[i], owner, attempt)
-    if not r then
-      ngx.log(ngx.WARN, "resv: abandon ", keys[i].namespace, " failed: ", err)
+-- 409 naming the first field whose key another owner holds.
+local function taken(fields, r)
+  for i = 1, #fields do
+    local k = r.keys[i]
+    if k.status == "conflict" then
+      return reply(409, { error = "taken", field = fields[i][1], value = fields[i][2],
+                          state = k.state })
     end
   end
-end
-
-local function store_error(what, err)
-  ngx.log(ngx.ERR, "resv: ", what, ": ", err)
-  return reply(503, { error = "store unavailable", detail = what .. ": " .. err })
+  return reply(409, { error = "taken" })
 end
 
 local function signup()
+  local users, err = worker_users()
   if not users then
-    return reply(503, { error = "store unavailable",
-                        detail = "not open: " .. tostring(open_err) })
+    return resv_ngx.unavailable(err, "not open")
   end
-  local body, err = read_body()
+  local body
+  body, err = read_body()
   if not body then
     return reply(400, { error = err })
   end
@@ -192,28 +146,17 @@ local function signup()
   local owner = { id = "user-" .. attempt }
   local ttl = conf.ttl_ms or 30000
   -- E-mail addresses and user names are unique without regard to case.
-  local wanted = {
-    { field = "email", value = email,
-      key = { namespace = "email", key = str_lower(email) } },
-    { field = "username", value = username,
-      key = { namespace = "username", key = str_lower(username) } },
-  }
-
-  local held = {}
-  for i = 1, #wanted do
-    local w = wanted[i]
-    local r
-    r, err = users:reserve(w.key, owner, attempt, ttl)
-    if not r then
-      abandon(held, owner, attempt)
-      return store_error("reserve " .. w.field, err)
-    end
-    if r.status == "conflict" then
-      abandon(held, owner, attempt)
-      return reply(409, { error = "taken", field = w.field, value = w.value,
-                          state = r.state })
-    end
-    held[#held + 1] = w.key
+  -- Both are held, or neither: one reserve_all.
+  local fields = { { "email", email }, { "username", username } }
+  local keys = { { namespace = "email", key = str_lower(email) },
+                 { namespace = "username", key = str_lower(username) } }
+  local r
+  r, err = users:reserve_all(keys, owner, attempt, ttl)
+  if not r then
+    return resv_ngx.unavailable(err, "reserve_all")
+  end
+  if r.status == "conflict" then
+    return taken(fields, r)
   end
 
   local res = ngx.location.capture("/_account", {
@@ -221,24 +164,20 @@ local function signup()
     body = json.encode { id = owner.id, email = email, username = username },
   })
   if res.status ~= 201 then
-    abandon(held, owner, attempt)
-    return reply(502, { error = "account service failed",
-                        status = res.status })
+    -- Best effort: what this fails to let go of expires after ttl_ms.
+    local _, aerr = users:abandon_all(keys, owner, attempt)
+    if aerr then ngx.log(ngx.WARN, "resv: abandon_all failed: ", aerr) end
+    return reply(502, { error = "account service failed", status = res.status })
   end
 
   -- The account exists: its creation is the owner's first fact (version 1).
-  for i = 1, #wanted do
-    local w = wanted[i]
-    local r
-    r, err = users:confirm(w.key, owner, 1)
-    if not r then
-      return store_error("confirm " .. w.field, err)
-    end
-    if r.status ~= "confirmed" then
-      -- Our pending reservation expired and someone took the value.
-      return reply(409, { error = "taken", field = w.field, value = w.value,
-                          state = r.state })
-    end
+  r, err = users:confirm_all(keys, owner, 1)
+  if not r then
+    return resv_ngx.unavailable(err, "confirm_all")
+  end
+  if r.status ~= "confirmed" then
+    -- Our pending reservation expired and someone took the value.
+    return taken(fields, r)
   end
   return reply(201, { id = owner.id, email = email, username = username })
 end
@@ -255,14 +194,14 @@ end
 -- The worker's aggregate type (nil when the store is not open), for the
 -- benchmarks in bench/.
 function _M.users()
-  return users
+  return (worker_users())
 end
 
 -- Answers at once, from the same worker: proof that waiting calls do not
 -- block it.
 function _M.health()
   ngx.header["Content-Type"] = "application/json"
-  ngx.say(json.encode { ok = users ~= nil, pid = ngx.worker.pid(),
+  ngx.say(json.encode { ok = worker_users() ~= nil, pid = ngx.worker.pid(),
                         signups = signups, wait = resv_ngx.mechanism() })
 end
 

@@ -1,0 +1,195 @@
+-- resv.all: a type's calls of several keys at once (reserve_all,
+-- confirm_all, abandon_all; design.md section 5, "Several keys at once"),
+-- installed into resv.type's Type by install().
+--
+--   local r, err = t:reserve_all(keys, owner, attempt, ttl_ms [, opts])
+--   local r, err = t:confirm_all(keys, owner, version [, opts])
+--   local r, err = t:abandon_all(keys, owner, attempt [, opts])
+--
+-- keys is an array of key tables, each as a single-key call takes it
+-- ({ tenant, namespace, key }). The answer is { status = ..., keys = {...} }
+-- with keys[i] key i's own answer in the single-key shape.
+--
+-- C takes these calls as a resv_request_t whose keys field points at an
+-- array of resv_key_t, which point into Lua strings: pointers in struct
+-- fields, which the collector does not see. So each call reads every field
+-- of its keys and owner once (a computed __index included) into a table
+-- of its own (`held`), then, with no Lua code of the caller's left to run,
+-- puts that table in pinned[1], fills the module's request and key array
+-- from it, makes the C call, and empties pinned[1] once C returns:
+-- resv_call and resv_try_call read the strings only during the call,
+-- resv_submit copies them before it returns. The table store keeps the
+-- strings alive whatever the JIT compiler does with the locals, and a C
+-- call never yields, so one slot serves every coroutine.
+local ffi = require "ffi"
+local C = require "resv.ffi"
+local base = require "resv.base"
+
+local type = type
+local tostring = tostring
+local tonumber = tonumber
+local ffi_new = ffi.new
+local gsub = string.gsub
+
+local error_string = base.error_string
+local expected = base.expected
+local check_integer = base.check_integer
+local err_buf = base.err_buf
+local MAX_INTEGER = base.MAX_INTEGER
+
+local OP_RESERVE_ALL = C.RESV_OP_RESERVE_ALL
+local OP_CONFIRM_ALL = C.RESV_OP_CONFIRM_ALL
+local OP_ABANDON_ALL = C.RESV_OP_ABANDON_ALL
+
+-- The most keys a store takes (max_keys is 1 to 1024): more are refused
+-- here, before anything is read or allocated for them.
+local MOST_KEYS = 1024
+
+local pinned = {}
+local request = ffi_new("resv_request_t")
+local key_array = ffi_new("resv_key_t[?]", MOST_KEYS)
+
+local _M = {}
+
+-- Set by install(): resv.type's pieces these calls share.
+local key_fields, owner_fields, check_type, answer_table, status_names
+
+-- r: { op, ttl, version, n, held = { kt1, kn1, kk1, ..., ot, oid, attempt },
+-- mine }. Fills the request from r.held; the caller has put r.held in
+-- pinned[1].
+local function fill(r, timeout)
+  local held, n = r.held, r.n
+  local q, s = request, nil
+  q.op, q.ttl_ms, q.version, q.timeout_ms = r.op, r.ttl, r.version, timeout
+  for i = 0, n - 1 do
+    local k = key_array[i]
+    s = held[3 * i + 1]; k.tenant.ptr, k.tenant.len = s, #s
+    s = held[3 * i + 2]; k.ns.ptr, k.ns.len = s, #s
+    s = held[3 * i + 3]; k.key.ptr, k.key.len = s, #s
+  end
+  s = r.ot; q.owner.tenant.ptr, q.owner.tenant.len = s, #s
+  s = r.oid; q.owner.id.ptr, q.owner.id.len = s, #s
+  s = r.attempt; q.attempt.ptr, q.attempt.len = s, #s
+  q.keys, q.nkeys = key_array, n
+  return q
+end
+
+-- The shape of these calls for a runner (resv.type's call): how the
+-- request reaches C (call, try, submit) and how its answer comes back.
+local ALL = {}
+
+function ALL.call(h, r, timeout, answer)
+  pinned[1] = r.held
+  local ok = C.resv_call(h, fill(r, timeout), answer, err_buf)
+  pinned[1] = nil
+  return ok
+end
+
+function ALL.try(h, r, timeout, answer)
+  pinned[1] = r.held
+  local ok = C.resv_try_call(h, fill(r, timeout), answer, err_buf)
+  pinned[1] = nil
+  return ok
+end
+
+function ALL.submit(h, r, timeout, inbox)
+  pinned[1] = r.held
+  local job = C.resv_submit(h, fill(r, timeout), inbox, err_buf)
+  pinned[1] = nil
+  return job
+end
+
+-- { status, keys = { key i's answer, ... } }, or into the caller's table
+-- (its keys table and each key's table reused).
+function ALL.answer(a, r, into)
+  local status = status_names[a.status] or tostring(a.status)
+  local n = tonumber(a.nkeys)
+  local list = into and type(into.keys) == "table" and into.keys or {}
+  local ot, oid, attempt = nil, r.oid, r.attempt
+  if r.mine then ot = r.ot end
+  for i = 1, n do
+    local mine = into and type(list[i]) == "table" and list[i] or nil
+    list[i] = answer_table(a.keys[i - 1], ot, oid, attempt, mine)
+  end
+  for i = #list, n + 1, -1 do list[i] = nil end
+  if into then
+    into.status, into.keys = status, list
+    return into
+  end
+  return { status = status, keys = list }
+end
+_M.ALL = ALL
+
+-- "keys[i]: ..." for an error of key i's fields.
+local function key_error(i, err)
+  return "invalid: keys[" .. i .. "]: " .. gsub(err, "^invalid: ", "")
+end
+
+-- The request of keys and owner: each field read once, the strings in held.
+local function request_of(op, keys, owner, attempt, ttl, version, mine)
+  if type(keys) ~= "table" then
+    return nil, expected("keys", "an array of key tables", keys)
+  end
+  local n = #keys
+  if n > MOST_KEYS then
+    return nil, "invalid: keys: " .. n .. " keys, more than max_keys"
+  end
+  local held = {}
+  for i = 1, n do
+    local kt, kn, kk = key_fields(keys[i])
+    if not kt then return nil, key_error(i, kn) end
+    held[3 * i - 2], held[3 * i - 1], held[3 * i] = kt, kn, kk
+  end
+  local ot, oid = owner_fields(owner)
+  if not ot then return nil, oid end
+  return { op = op, ttl = ttl, version = version, n = n, held = held,
+           ot = ot, oid = oid, attempt = attempt, mine = mine }
+end
+
+-- Installs the methods into Type. pieces: resv.type's key_fields,
+-- owner_fields, check_type, answer_table and status_names, and its
+-- run(t, shape, r, opts) (resv.type's call), which runs a request of a
+-- shape and waits as the context allows.
+function _M.install(Type, pieces)
+  key_fields, owner_fields = pieces.key_fields, pieces.owner_fields
+  check_type, answer_table = pieces.check_type, pieces.answer_table
+  status_names = pieces.status_names
+  local run = pieces.run
+
+  function Type:reserve_all(keys, owner, attempt, ttl_ms, opts)
+    check_type(self, "reserve_all")
+    if type(attempt) ~= "string" then
+      return nil, expected("attempt", "a string", attempt)
+    end
+    local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
+                                   "a positive integer (milliseconds)")
+    if not ttl then return nil, err end
+    local r
+    r, err = request_of(OP_RESERVE_ALL, keys, owner, attempt, ttl, 0, true)
+    if not r then return nil, err end
+    return run(self, ALL, r, opts)
+  end
+
+  function Type:confirm_all(keys, owner, version, opts)
+    check_type(self, "confirm_all")
+    local v, err = check_integer("version", version, 0, MAX_INTEGER,
+                                 "a non-negative integer", true)
+    if not v then return nil, err end
+    local r
+    r, err = request_of(OP_CONFIRM_ALL, keys, owner, "", 0, v, true)
+    if not r then return nil, err end
+    return run(self, ALL, r, opts)
+  end
+
+  function Type:abandon_all(keys, owner, attempt, opts)
+    check_type(self, "abandon_all")
+    if type(attempt) ~= "string" then
+      return nil, expected("attempt", "a string", attempt)
+    end
+    local r, err = request_of(OP_ABANDON_ALL, keys, owner, attempt, 0, 0, false)
+    if not r then return nil, err end
+    return run(self, ALL, r, opts)
+  end
+end
+
+return _M
