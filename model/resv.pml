@@ -60,7 +60,7 @@
 #else
 #define NATT NSINGLE
 #endif
-#define TRIES 5        /* UPSERT_TRIES of csrc/mongo/mongo_ops.c */
+#define TRIES 5        /* UPSERT_TRIES of csrc/mongo/mongo_upsert.c */
 #define FOREVER 255    /* a belief in a confirmed reservation */
 #define BIT(a) (1 << (a))
 
@@ -417,7 +417,7 @@ inline dup_read(a, k, now, op, arg, res) {
 }
 
 /* reserve (op OP_RESERVE) or confirm (OP_CONFIRM): the upsert, and after a
- * duplicate key the read and the bounded retry of mongo_ops.c's upsert(). */
+ * duplicate key the read and the bounded retry of mongo_upsert.c's upsert. */
 inline upsert(op, a, k, arg, res) {
 #ifdef FRESH_NOW
   atomic {

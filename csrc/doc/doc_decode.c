@@ -214,7 +214,7 @@ bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
  * exactly for the documents decode accepts (but for the bytes of their
  * strings, which the server does not look into: UTF-8 validity and NUL
  * bytes stay the decoder's). Every write's filter carries it as $expr
- * (mongo_ops.c), so a document that is not a format-1 reservation never
+ * (mongo_build.c), so a document that is not a format-1 reservation never
  * matches a write: the owner's own reserve, confirm, abandon and release
  * leave it as it is, and answer RESV_EFORMAT once they read it.
  *

@@ -9,7 +9,7 @@
  * answer through resv__rules_answer and applies the write to its own
  * storage. The rules read nothing but their arguments and write nothing
  * but the decision: no store, no lock, no LMDB, no MongoDB. The MongoDB
- * store runs the same rules as pipelines on the server (mongo_ops.c); the
+ * store runs the same rules as pipelines on the server (mongo_build.c); the
  * differential tests compare the two. */
 #ifndef RESV_RULES_H
 #define RESV_RULES_H
