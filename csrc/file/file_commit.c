@@ -101,18 +101,15 @@ static void run_batch(env_t *e, commit_op_t *batch) {
     for (commit_op_t *o = batch->next; o; o = o->next) *o->err = *batch->err;
     return;
   }
-  if (rc == 0 && over_limit(e)) { /* each on its own, as resv__file_write_one decides */
-    mdb_txn_abort(txn);
-    resv__file_end_write(e);
-    rc = MDB_MAP_FULL;
-  } else if (rc == 0) {
+  if (rc == 0) {
+    if (over_limit(e)) rc = MDB_MAP_FULL; /* each on its own, as resv__file_write_one decides */
     for (commit_op_t *o = batch; o && rc == 0; o = o->next) {
       size_t deleted = 0;
       rc = resv__file_apply(txn, o->ft, o->req, o->now, o->file->max_holds, o->answer, o->err,
                             &o->ok, NULL);
       if (rc == 0 && o->ok)
-        rc = resv__file_reclaim(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms), RECLAIM_STEPS,
-                                &deleted);
+        rc = resv__file_reclaim(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms),
+                                RECLAIM_STEPS, &deleted);
     }
     if (rc == 0)
       rc = mdb_txn_commit(txn);
@@ -125,11 +122,11 @@ static void run_batch(env_t *e, commit_op_t *batch) {
     o->ok = resv__file_write_one(o->file, o->ft, o->req, o->now, o->deadline, false, o->answer, o->err);
 }
 
-/* Queues a write for the next group commit and waits for it: the first
+/* Queues a write for the next shared commit and waits for it: the first
  * waiter to find no commit under way commits everything queued. Each
  * waiter sleeps on its own condition: the leader wakes the writes of its
- * commit, and the first of those queued meanwhile to lead the next (one
- * broadcast woke every waiter for each commit: a thundering herd). */
+ * commit, and the first of those queued meanwhile to lead the next, so a
+ * commit wakes no waiter that has nothing to do. */
 bool resv__file_write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
                           int64_t now, int64_t deadline, resv_answer_t *a,
                           resv_error_t *err) {

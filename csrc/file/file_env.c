@@ -40,22 +40,91 @@ static void registry_atfork(void) {
   pthread_atfork(registry_lock, registry_unlock, registry_unlock);
 }
 
-/* A store of format 1 (BSON records): its records rewritten and the
- * store marked 2, in txn (begun by resv__file_begin_write), committed (or not at
- * all); ends txn with resv__file_end_write. */
-static bool upgrade_store(env_t *e, MDB_txn *txn, MDB_dbi marker, resv_error_t *err) {
+/* Writes the store's format record (STORE_FORMAT) into the "resv"
+ * database. Returns an LMDB error code. */
+static int put_marker(MDB_txn *txn, MDB_dbi marker) {
   MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
   bson_t b = BSON_INITIALIZER;
   BSON_APPEND_INT32(&b, "format", STORE_FORMAT);
   MDB_val val = {b.len, (void *)bson_get_data(&b)};
-  int rc = resv__file_upgrade(txn);
-  if (rc == 0 && (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
-    rc = mdb_txn_commit(txn);
-  else
-    mdb_txn_abort(txn);
+  int rc = mdb_put(txn, marker, &key, &val, 0);
   bson_destroy(&b);
-  resv__file_end_write(e);
-  return rc ? resv__file_lmdb_fail(e, err, rc, "open: upgrade the store from format 1") : true;
+  return rc;
+}
+
+/* What check_marker found in its transaction. */
+typedef struct marker_check {
+  bool write;       /* behind the gate: may mark or upgrade the store */
+  bool ok;          /* false: err is filled */
+  bool unmarked;    /* empty or of format 1: to run again with write */
+  bool commit;      /* the transaction wrote: commit it */
+  const char *what; /* names the step for an LMDB error */
+} marker_check_t;
+
+/* No "resv" database (rc MDB_NOTFOUND), or a key of that name that is
+ * not a database (MDB_INCOMPATIBLE): an empty environment is a new store,
+ * marked with write; anything else is not a resv store. Returns an LMDB
+ * error code. */
+static int check_unmarked(env_t *e, MDB_txn *txn, int rc, marker_check_t *m,
+                          resv_error_t *err) {
+  MDB_dbi main_dbi, marker;
+  MDB_stat st;
+  if (rc == MDB_NOTFOUND && (rc = mdb_dbi_open(txn, NULL, 0, &main_dbi)) == 0 &&
+      (rc = mdb_stat(txn, main_dbi, &st)) == 0 && st.ms_entries == 0) {
+    if (!m->write) {
+      m->unmarked = true;
+      return 0;
+    }
+    m->commit = true; /* a new store: mark it */
+    rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker);
+    return rc ? rc : put_marker(txn, marker);
+  }
+  if (rc == 0 || rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+    m->ok = resv__fail(err, RESV_EFORMAT,
+                       "path: %s holds an LMDB database that is not a resv store "
+                       "(it has no resv format record); nothing was written", e->path);
+    rc = 0;
+  }
+  return rc;
+}
+
+/* The "resv" database's format record: of this format, or of format 1,
+ * whose records are rewritten and the store marked STORE_FORMAT (with
+ * write; file_upgrade.c). Returns an LMDB error code. */
+static int check_format(env_t *e, MDB_txn *txn, MDB_dbi marker, marker_check_t *m,
+                        resv_error_t *err) {
+  MDB_val key = {sizeof marker_key - 1, (void *)marker_key}, val;
+  bson_t b;
+  bson_iter_t it;
+  int rc = mdb_get(txn, marker, &key, &val);
+  if (rc == MDB_NOTFOUND) {
+    m->ok = resv__fail(err, RESV_EFORMAT, "path: %s has no resv format record", e->path);
+    return 0;
+  }
+  if (rc) return rc;
+  if (!bson_init_static(&b, val.mv_data, val.mv_size) ||
+      !bson_iter_init_find(&it, &b, "format") || !BSON_ITER_HOLDS_NUMBER(&it)) {
+    m->ok = resv__fail(err, RESV_EFORMAT,
+                       "path: %s has a resv format record without a numeric format",
+                       e->path);
+    return 0;
+  }
+  double format = bson_iter_as_double(&it);
+  if (format == 1 && !m->write) {
+    m->unmarked = true; /* the upgrade writes: again, behind the gate */
+    return 0;
+  }
+  if (format == 1) {
+    m->what = "open: upgrade the store from format 1";
+    m->commit = true;
+    rc = resv__file_upgrade(txn);
+    return rc ? rc : put_marker(txn, marker);
+  }
+  if (format != STORE_FORMAT)
+    m->ok = resv__fail(err, RESV_EFORMAT,
+                       "path: %s holds a resv file store of format %g, this store "
+                       "reads formats 1 and 2; nothing was written", e->path, format);
+  return 0;
 }
 
 /* Checks the "resv" database's format record, or writes it into an empty
@@ -66,75 +135,26 @@ static bool upgrade_store(env_t *e, MDB_txn *txn, MDB_dbi marker, resv_error_t *
 static bool check_marker(env_t *e, bool write, int64_t deadline, resv_error_t *err,
                          bool *unmarked) {
   MDB_txn *txn;
-  MDB_dbi main_dbi, marker;
-  MDB_stat st;
-  bool ok = true;
+  MDB_dbi marker;
+  marker_check_t m = {.write = write, .ok = true, .what = "open"};
   int rc = write ? resv__file_begin_write(e, deadline, "open", err, &txn)
                  : resv__file_begin_txn(e, MDB_RDONLY, &txn);
   if (rc) return resv__file_write_fail(e, err, rc, "open");
   rc = mdb_dbi_open(txn, marker_name, 0, &marker);
-  if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
-    if (rc == MDB_NOTFOUND && (rc = mdb_dbi_open(txn, NULL, 0, &main_dbi)) == 0 &&
-        (rc = mdb_stat(txn, main_dbi, &st)) == 0 && st.ms_entries == 0) {
-      if (!write) {
-        mdb_txn_abort(txn);
-        resv__file_end_txn(e);
-        *unmarked = true;
-        return true;
-      }
-      /* A new store: mark it. */
-      MDB_val key = {sizeof marker_key - 1, (void *)marker_key};
-      bson_t b = BSON_INITIALIZER;
-      BSON_APPEND_INT32(&b, "format", STORE_FORMAT);
-      MDB_val val = {b.len, (void *)bson_get_data(&b)};
-      if ((rc = mdb_dbi_open(txn, marker_name, MDB_CREATE, &marker)) == 0 &&
-          (rc = mdb_put(txn, marker, &key, &val, 0)) == 0)
-        rc = mdb_txn_commit(txn);
-      else
-        mdb_txn_abort(txn);
-      bson_destroy(&b);
-      resv__file_end_write(e);
-      return rc ? resv__file_lmdb_fail(e, err, rc, "open") : true;
-    }
-    if (rc == 0 || rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
-      ok = resv__fail(err, RESV_EFORMAT,
-                      "path: %s holds an LMDB database that is not a resv store "
-                      "(it has no resv format record); nothing was written", e->path);
-      rc = 0;
-    }
-  } else if (rc == 0) {
-    MDB_val key = {sizeof marker_key - 1, (void *)marker_key}, val;
-    bson_t b;
-    bson_iter_t it;
-    rc = mdb_get(txn, marker, &key, &val);
-    if (rc == 0 && (!bson_init_static(&b, val.mv_data, val.mv_size) ||
-                    !bson_iter_init_find(&it, &b, "format") ||
-                    !BSON_ITER_HOLDS_NUMBER(&it)))
-      ok = resv__fail(err, RESV_EFORMAT,
-                      "path: %s has a resv format record without a numeric format",
-                      e->path);
-    else if (rc == 0 && bson_iter_as_double(&it) == 1 && !write) {
-      mdb_txn_abort(txn); /* the upgrade writes: again, behind the gate */
-      resv__file_end_txn(e);
-      *unmarked = true;
-      return true;
-    } else if (rc == 0 && bson_iter_as_double(&it) == 1)
-      return upgrade_store(e, txn, marker, err);
-    else if (rc == 0 && bson_iter_as_double(&it) != STORE_FORMAT)
-      ok = resv__fail(err, RESV_EFORMAT,
-                      "path: %s holds a resv file store of format %g, this store "
-                      "reads formats 1 and 2; nothing was written",
-                      e->path, bson_iter_as_double(&it));
-    else if (rc == MDB_NOTFOUND)
-      ok = resv__fail(err, RESV_EFORMAT, "path: %s has no resv format record", e->path),
-      rc = 0;
-  }
-  mdb_txn_abort(txn);
+  if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE)
+    rc = check_unmarked(e, txn, rc, &m, err);
+  else if (rc == 0)
+    rc = check_format(e, txn, marker, &m, err);
+  if (rc == 0 && m.commit)
+    rc = mdb_txn_commit(txn);
+  else
+    mdb_txn_abort(txn);
   if (write)
     resv__file_end_write(e);
   else
     resv__file_end_txn(e);
-  return rc ? resv__file_lmdb_fail(e, err, rc, "open") : ok;
+  if (m.unmarked) *unmarked = true;
+  return rc ? resv__file_lmdb_fail(e, err, rc, m.what) : m.ok;
 }
 
 /* LMDB copies every page it changes, deletions too: a map filled to the

@@ -129,25 +129,24 @@ int resv__file_begin_write_checked(env_t *e, int64_t deadline, bool checked, con
     checked = false; /* it waited: anything may have happened meanwhile */
   }
   int rc = open_txn(e, 0, checked, txn);
-  if (rc == 0 && deadline == RESV__DEADLINE_NO_WAIT && !resv__file_state_marked(e->state)) {
+  if (rc) goto leave_gate;
+  if (deadline == RESV__DEADLINE_NO_WAIT && !resv__file_state_marked(e->state)) {
     /* Marking the state dirty syncs a file: not on a host's thread. */
-    mdb_txn_abort(*txn);
-    resv__file_end_txn(e);
-    resv__gate_leave(e->gate);
     resv__fail(err, RESV__EWOULDBLOCK, "%s: the state file is to be marked dirty", what);
-    return RESV__GATE_REFUSED;
+    rc = RESV__GATE_REFUSED;
+    goto end_txn;
   }
-  if (rc == 0 && ((rc = resv__file_state_room(e->state)) != 0 ||
-                  (rc = resv__file_state_dirty(e->state)) != 0)) {
-    mdb_txn_abort(*txn);
-    resv__file_end_txn(e);
-  }
-  if (rc) {
-    resv__gate_leave(e->gate);
-    return rc;
-  }
+  if ((rc = resv__file_state_room(e->state)) != 0 ||
+      (rc = resv__file_state_dirty(e->state)) != 0)
+    goto end_txn;
   resv__file_state_wrote(e->state);
   return 0;
+end_txn:
+  mdb_txn_abort(*txn);
+  resv__file_end_txn(e);
+leave_gate:
+  resv__gate_leave(e->gate);
+  return rc;
 }
 
 int resv__file_begin_write(env_t *e, int64_t deadline, const char *what, resv_error_t *err,
@@ -175,19 +174,17 @@ int resv__file_begin_read(env_t *e, MDB_txn **txn) {
   pthread_mutex_lock(&e->idle_mutex);
   MDB_txn *t = e->n_idle ? e->idle[--e->n_idle] : NULL;
   pthread_mutex_unlock(&e->idle_mutex);
+  int rc = 0;
   if (t) {
-    int rc = resv__file_identity_check(&e->id, e->mdb, false);
+    rc = resv__file_identity_check(&e->id, e->mdb, false);
     if (rc == 0 && !(rc = mdb_txn_renew(t))) {
       *txn = t;
-      return 0;
+      return 0; /* e->resize stays held, until resv__file_end_read */
     }
     mdb_txn_abort(t);
-    if (rc == RESV__FILE_GONE || rc == RESV__FILE_SHORT) {
-      pthread_rwlock_unlock(&e->resize);
-      return rc;
-    }
   }
   pthread_rwlock_unlock(&e->resize);
+  if (rc == RESV__FILE_GONE || rc == RESV__FILE_SHORT) return rc;
   return resv__file_begin_txn(e, MDB_RDONLY, txn);
 }
 
