@@ -2,8 +2,8 @@
  * the store's "resv" database, inside one transaction.
  *
  * It reads and writes only the format record and the "type <collection>"
- * keys; it must not begin or end a transaction (file_store.c does), nor
- * touch a type's reservations. */
+ * keys; it must not begin or end a transaction (its callers do, through
+ * file_txn.c), nor touch a type's reservations. */
 #include "file_internal.h"
 #include "file_record.h"
 

@@ -368,7 +368,7 @@ static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
 /* Writes each key's decision on its record looked up anew: a write to one
  * key may move the pages, or change the link, of another's record. A
  * failure after a write returns an LMDB-level error, so that the store
- * aborts the transaction (a batch of the group commit included) and no
+ * aborts the transaction (a batch of the commit queue included) and no
  * key of the call is written. */
 static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
                      const resv__decision_t *d, resv_error_t *err, bool *ok) {

@@ -9,7 +9,8 @@
  * It deletes only sound pending reservations whose expiry passed (the
  * rules' resv__rules_reclaimable says which); it must not touch a record
  * that fails its checksum or its layout, which stays for resv check to
- * show, and it begins and ends no transaction (file_store.c does). */
+ * show, and it begins and ends no transaction (its callers do, through
+ * file_txn.c). */
 #include "file_internal.h"
 #include "file_record.h"
 #include "rules.h"

@@ -1,24 +1,22 @@
 /* file_store.c: the file store, one LMDB environment shared by every
- * process that opens the same directory (docs/design.md section 6).
+ * process that opens the same directory (docs/design.md section 6): its
+ * open, the set-up of each type, and the backend's operations.
  *
  * A directory holds LMDB's data.mdb and lock.mdb, the state file
  * resv.state (file_state.c), the write gate resv.gate (file_gate.c) and
- * nothing else. Its
- * main database lists one named database per aggregate type, named as the
- * type's MongoDB collection (file_ops.c says what is inside), and one
- * named "resv" whose "format" record marks the directory as a resv store
- * of format 2 (a store of format 1 is upgraded at open): a directory with other files, an LMDB database without
- * that record or a record of another format is refused at open, before
- * anything is written.
+ * nothing else. Its main database lists one named database per aggregate
+ * type, named as the type's MongoDB collection (file_ops.c says what is
+ * inside), and one named "resv" whose "format" record marks the directory
+ * as a resv store of format 2 (a store of format 1 is upgraded at open):
+ * a directory with other files, an LMDB database without that record or
+ * a record of another format is refused at open, before anything is
+ * written.
  *
  * How a call runs, and why:
  * - sync = "disk" (the default) commits with fsync, which costs a disk
- *   flush (hundreds of microseconds to milliseconds), so an answered
- *   write survives a crash of the OS. These calls run on the dispatcher,
- *   and concurrent writes of the process share a commit (group commit):
- *   the first writer to find no commit in progress takes every queued
- *   write into one transaction, commits it with one fsync and answers
- *   them all; writes queued meanwhile go into the next one.
+ *   flush, so an answered write survives a crash of the OS. These calls
+ *   run on the dispatcher, and concurrent writes of the process share a
+ *   commit (file_commit.c).
  * - sync = "process" commits without fsync (MDB_NOSYNC), writing its
  *   pages through a writable map (MDB_WRITEMAP: no copy of each page
  *   into a buffer and out with pwrite, so a write of a new key costs
@@ -29,39 +27,23 @@
  *   be damaged is refused at open. (With MDB_WRITEMAP LMDB sizes data.mdb
  *   to the whole map, a sparse file. Processes of both modes may share a
  *   store: on Linux fdatasync and msync both flush the file's page cache,
- *   whichever way its pages were written.) A write transaction is a few
- *   microseconds, less than a hop to a dispatcher thread and back, so
- *   these calls run inline on the caller's thread, as the memory store's
- *   do.
+ *   whichever way its pages were written.) A write transaction without a
+ *   flush costs less than a hop to a dispatcher thread and back, so these
+ *   calls run inline on the caller's thread, as the memory store's do.
  * - Reads (get) use a read-only transaction: they never wait for a writer,
  *   and keep working when the map is full.
- *
- * Every writer takes the write gate before LMDB's writer lock
- * (resv__file_begin_write), so no call waits for another writer past its deadline:
- * a call on the caller's thread from a host that must not block only
- * tries the gate and, finding it taken, answers RESV__EWOULDBLOCK, which
- * hands it to the store's dispatcher; there, and in a caller that may
- * block, the wait for the gate ends at the call's deadline (timeout).
- * Opening an existing store only reads, so it waits for no writer either.
  *
  * A process killed at any instant: LMDB's writer lock is a robust
  * process-shared mutex, so the next writer takes it over and the dead
  * writer's uncommitted transaction is simply not there (nothing it had
- * answered was uncommitted). A reader slot left by a dead process pins old
- * pages: mdb_reader_check clears such slots at open, at most once a second
- * on writes and on reads that find the reader table full, and when the
- * map is full.
+ * answered was uncommitted).
  *
- * Before LMDB opens a directory, file_check.c checks data.mdb's meta pages
- * against its size and that the files can be opened as the process's
- * user; at the start of every transaction, file_identity.c checks that
- * they are still the ones behind the path, and whole (resv__file_begin_txn).
- *
- * LMDB forbids opening one environment twice in a process (closing either
- * would drop the other's locks), so stores of one process on one directory
- * share it through a registry counted by reference; a child after fork()
- * never uses its parent's (store.c answers closed, and a store the child
- * opens gets its own environment). */
+ * The parts (file_env.h): file_env.c opens and shares the environments,
+ * file_txn.c begins and ends the transactions behind the write gate,
+ * file_commit.c runs the writes, file_sweep.c deletes what has expired
+ * over a whole type. This file must not begin a transaction but through
+ * file_txn.c, nor read or write a record itself (file_ops.c,
+ * file_scan.c and file_format.c do, inside the transaction). */
 #include "file.h"
 #include "file_env.h"
 
