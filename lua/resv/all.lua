@@ -30,6 +30,7 @@ local tostring = tostring
 local tonumber = tonumber
 local ffi_new = ffi.new
 local gsub = string.gsub
+local table_new = require "table.new"
 
 local error_string = base.error_string
 local expected = base.expected
@@ -54,19 +55,26 @@ local _M = {}
 -- Set by install(): resv.type's pieces these calls share.
 local key_fields, owner_fields, check_type, answer_table, status_names
 
+-- The key array's entry i (from 0) from held's strings 3i+1 to 3i+3.
+local function fill_key(held, i)
+  local k, j = key_array[i], 3 * i
+  local s = held[j + 1]; k.tenant.ptr, k.tenant.len = s, #s
+  s = held[j + 2]; k.ns.ptr, k.ns.len = s, #s
+  s = held[j + 3]; k.key.ptr, k.key.len = s, #s
+end
+
 -- r: { op, ttl, version, n, held = { kt1, kn1, kk1, ..., ot, oid, attempt },
 -- mine }. Fills the request from r.held; the caller has put r.held in
--- pinned[1].
+-- pinned[1]. The first two keys are filled outside the loop (as are
+-- they in request_of and ALL.answer): a loop of one or two turns a call
+-- stops LuaJIT's traces, and the whole call would run interpreted.
 local function fill(r, timeout)
   local held, n = r.held, r.n
   local q, s = request, nil
   q.op, q.ttl_ms, q.version, q.timeout_ms = r.op, r.ttl, r.version, timeout
-  for i = 0, n - 1 do
-    local k = key_array[i]
-    s = held[3 * i + 1]; k.tenant.ptr, k.tenant.len = s, #s
-    s = held[3 * i + 2]; k.ns.ptr, k.ns.len = s, #s
-    s = held[3 * i + 3]; k.key.ptr, k.key.len = s, #s
-  end
+  if n >= 1 then fill_key(held, 0) end
+  if n >= 2 then fill_key(held, 1) end
+  for i = 2, n - 1 do fill_key(held, i) end
   s = r.ot; q.owner.tenant.ptr, q.owner.tenant.len = s, #s
   s = r.oid; q.owner.id.ptr, q.owner.id.len = s, #s
   s = r.attempt; q.attempt.ptr, q.attempt.len = s, #s
@@ -99,19 +107,28 @@ function ALL.submit(h, r, timeout, inbox)
   return job
 end
 
+-- Key i's answer (a from C) into list[i], into the table there when reuse.
+local function answer_key(list, i, a, ot, oid, attempt, reuse)
+  local mine = reuse and type(list[i]) == "table" and list[i] or nil
+  list[i] = answer_table(a, ot, oid, attempt, mine)
+end
+
 -- { status, keys = { key i's answer, ... } }, or into the caller's table
 -- (its keys table and each key's table reused).
 function ALL.answer(a, r, into)
   local status = status_names[a.status] or tostring(a.status)
   local n = tonumber(a.nkeys)
-  local list = into and type(into.keys) == "table" and into.keys or {}
+  local reuse = into and type(into.keys) == "table"
+  local list = reuse and into.keys or table_new(n, 0)
   local ot, oid, attempt = nil, r.oid, r.attempt
   if r.mine then ot = r.ot end
-  for i = 1, n do
-    local mine = into and type(list[i]) == "table" and list[i] or nil
-    list[i] = answer_table(a.keys[i - 1], ot, oid, attempt, mine)
+  local keys = a.keys
+  if n >= 1 then answer_key(list, 1, keys[0], ot, oid, attempt, reuse) end
+  if n >= 2 then answer_key(list, 2, keys[1], ot, oid, attempt, reuse) end
+  for i = 3, n do answer_key(list, i, keys[i - 1], ot, oid, attempt, reuse) end
+  if reuse then
+    for i = #list, n + 1, -1 do list[i] = nil end
   end
-  for i = #list, n + 1, -1 do list[i] = nil end
   if into then
     into.status, into.keys = status, list
     return into
@@ -125,6 +142,13 @@ local function key_error(i, err)
   return "invalid: keys[" .. i .. "]: " .. gsub(err, "^invalid: ", "")
 end
 
+-- Key i's fields into held[3i-2 .. 3i]; nil, or the error.
+local function hold_key(held, i, key)
+  local kt, kn, kk = key_fields(key)
+  if not kt then return key_error(i, kn) end
+  held[3 * i - 2], held[3 * i - 1], held[3 * i] = kt, kn, kk
+end
+
 -- The request of keys and owner: each field read once, the strings in held.
 local function request_of(op, keys, owner, attempt, ttl, version, mine)
   if type(keys) ~= "table" then
@@ -134,12 +158,14 @@ local function request_of(op, keys, owner, attempt, ttl, version, mine)
   if n > MOST_KEYS then
     return nil, "invalid: keys: " .. n .. " keys, more than max_keys"
   end
-  local held = {}
-  for i = 1, n do
-    local kt, kn, kk = key_fields(keys[i])
-    if not kt then return nil, key_error(i, kn) end
-    held[3 * i - 2], held[3 * i - 1], held[3 * i] = kt, kn, kk
+  local held, err = table_new(3 * n, 0), nil
+  if n >= 1 then err = hold_key(held, 1, keys[1]) end
+  if not err and n >= 2 then err = hold_key(held, 2, keys[2]) end
+  for i = 3, n do
+    if err then break end
+    err = hold_key(held, i, keys[i])
   end
+  if err then return nil, err end
   local ot, oid = owner_fields(owner)
   if not ot then return nil, oid end
   return { op = op, ttl = ttl, version = version, n = n, held = held,
