@@ -144,16 +144,16 @@ MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store,mongo_options,mongo_all
 test-mongos: $(O)/resv_tests
 	RESV_SUITES=$(MONGOS_SUITES) scripts/with-mongo --mongos $(O)/resv_tests
 
-# The file store after a crash of the OS (crash/crash_state.c): the
+# The file store after a crash of the OS (csrc/test/crash/crash_state.c): the
 # writes and barriers of a workload recorded, the states a crash may leave
 # built from them and opened after a fake reboot, CRASH_STATES of each
 # sync mode: "disk" holds every answer, "process" is refused or does.
 CRASH_STATES ?= 400
-test-crash: $(O)/crash/crash_state
-	$(O)/crash/crash_state disk $(CRASH_STATES)
-	$(O)/crash/crash_state process $(CRASH_STATES)
+test-crash: $(O)/test/crash/crash_state
+	$(O)/test/crash/crash_state disk $(CRASH_STATES)
+	$(O)/test/crash/crash_state process $(CRASH_STATES)
 
-$(O)/crash/crash_state: crash/crash_state.c csrc/resv.h $(O)/libresv.a
+$(O)/test/crash/crash_state: csrc/test/crash/crash_state.c csrc/resv.h $(O)/libresv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< $(O)/libresv.a $(LIBS_ALL) -ldl
 

@@ -1,7 +1,7 @@
 -- bench/lua_overhead.lua: what the Lua API adds to the C API per call.
 --
 --   luajit bench/lua_overhead.lua memory KEYS c_new c_again c_conflict c_submit
---   luajit bench/lua_overhead.lua mongo CALLS c_cpu_ns c_caller_cpu_ns (RESV_TEST_URI set)
+--   luajit bench/lua_overhead.lua mongo CALLS c_cpu_ns c_caller_cpu_ns [IN_FLIGHT] (RESV_TEST_URI set)
 --
 -- The c_* figures are bench/capi's, measured in the same run just before.
 -- memory: the same calls as capi memory (reserve new keys, reserve them
@@ -10,9 +10,12 @@
 -- coroutine (resv_submit; the memory store answers as it is submitted, so
 -- nothing yields), each answer made into its table. Prints ns per call,
 -- the extra over C in microseconds and the ratio. Goal: < 3 us extra.
--- mongo: 16 spawned coroutines reserving in turn on MongoDB, so every
--- call submits, yields and is resumed by resv.run; process CPU per call
--- (os.clock) against capi mongo's, since the server's time is not ours.
+-- mongo: 16 spawned coroutines (IN_FLIGHT) reserving in turn on MongoDB,
+-- so every call submits, yields and is resumed by resv.run; process CPU
+-- per call (os.clock) against capi mongo's, since the server's time is not
+-- ours. With 1 coroutine every wake-up resumes exactly one call, so the
+-- calling thread's count per call does not move with how many answers one
+-- wake-up finds.
 local resv = require "resv"
 
 local mode = arg[1]
@@ -116,7 +119,7 @@ elseif mode == "mongo" then
   local uri = assert(os.getenv("RESV_TEST_URI"), "RESV_TEST_URI is not set")
   local store = assert(resv.open { uri = uri, database = "bench_lua" })
   local users = assert(store:type("l" .. math.floor(now_ns()), "user"))
-  local IN_FLIGHT = 16
+  local IN_FLIGHT = tonumber(arg[5]) or 16
   local keys = make_keys(IN_FLIGHT)
   for i = 1, IN_FLIGHT do assert(users:reserve(keys[i], OWNER, "req-1", 60000)) end
   local per = math.floor(calls / IN_FLIGHT)

@@ -8,83 +8,20 @@
  * transaction that also marks the store 2 (file_store.c): the store is
  * upgraded whole or not at all, and a crash in between leaves format 1.
  *
- * A document is read field by field with libbson, in the layout's order
- * ({_id: {t, n, k}, tenant_id, key, owner: {tenant_id, id}, expires_at,
- * holds | version}); one of another shape (put there by hand) is left as
- * it is, and answers format as it did, now for its checksum. A type's
+ * A document is read by the format-1 decoder (csrc/doc/doc_decode.c),
+ * the one the MongoDB store reads its documents with; one it refuses (put
+ * there by hand) is left as it is, and answers format as it did, now for
+ * its checksum. A type's
  * format record {_id: "format", format: N} becomes the record of format
  * N (a type of another format stays refused). */
 #include "file_internal.h"
+#include "doc.h"
 #include "file_record.h"
 
 #include <bson/bson.h>
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define TYPE_PREFIX "wow_reservation__"
-#define HOLDS_MAX 100000
-
-static bool next_utf8(bson_iter_t *it, const char *name, resv_str_t *out) {
-  uint32_t len;
-  if (!bson_iter_next(it) || strcmp(bson_iter_key(it), name) || !BSON_ITER_HOLDS_UTF8(it))
-    return false;
-  out->ptr = bson_iter_utf8(it, &len);
-  out->len = len;
-  return true;
-}
-
-/* A format-1 reservation document into its parts; holds into *holds
- * (malloc'd, the caller frees it). False for another shape. */
-static bool read_doc(const bson_t *b, resv_key_t *k, resv_owner_t *o, bool *confirmed,
-                     int64_t *expires_at, int64_t *version, resv_str_t **holds,
-                     size_t *nholds) {
-  bson_iter_t it, sub;
-  resv_str_t tenant, key;
-  *holds = NULL;
-  *nholds = 0;
-  if (!bson_iter_init(&it, b) || !bson_iter_next(&it) || strcmp(bson_iter_key(&it), "_id") ||
-      !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &sub) ||
-      !next_utf8(&sub, "t", &k->tenant) || !next_utf8(&sub, "n", &k->ns) ||
-      !next_utf8(&sub, "k", &k->key) || bson_iter_next(&sub))
-    return false;
-  if (!next_utf8(&it, "tenant_id", &tenant) || !next_utf8(&it, "key", &key) ||
-      !resv__str_eq(tenant, k->tenant) || !resv__str_eq(key, k->key))
-    return false;
-  if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "owner") ||
-      !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &sub) ||
-      !next_utf8(&sub, "tenant_id", &o->tenant) || !next_utf8(&sub, "id", &o->id) ||
-      bson_iter_next(&sub))
-    return false;
-  if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "expires_at")) return false;
-  *confirmed = BSON_ITER_HOLDS_NULL(&it);
-  if (*confirmed) {
-    if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "version") ||
-        !BSON_ITER_HOLDS_INT64(&it))
-      return false;
-    *version = bson_iter_int64(&it);
-    return !bson_iter_next(&it);
-  }
-  if (!BSON_ITER_HOLDS_INT64(&it)) return false;
-  *expires_at = bson_iter_int64(&it);
-  if (!bson_iter_next(&it) || strcmp(bson_iter_key(&it), "holds") ||
-      !BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &sub))
-    return false;
-  size_t cap = 0;
-  while (bson_iter_next(&sub)) {
-    uint32_t len;
-    if (!BSON_ITER_HOLDS_UTF8(&sub) || *nholds == HOLDS_MAX) return false;
-    if (*nholds == cap) {
-      cap = cap ? cap * 2 : 8;
-      resv_str_t *grown = realloc(*holds, cap * sizeof *grown);
-      if (!grown) return false;
-      *holds = grown;
-    }
-    (*holds)[*nholds].ptr = bson_iter_utf8(&sub, &len);
-    (*holds)[(*nholds)++].len = len;
-  }
-  return !bson_iter_next(&it);
-}
 
 /* The format-2 record of one format-1 record into w; false when it is
  * not of the layout (left as it is). */
@@ -98,16 +35,13 @@ static bool convert(const MDB_val *key, const MDB_val *val, uint32_t prev,
     if (!bson_iter_init_find(&it, &b, "format") || !BSON_ITER_HOLDS_NUMBER(&it)) return false;
     return resv__file_format_encode(w, key, (int32_t)bson_iter_as_int64(&it), 0);
   }
-  resv_key_t rk;
-  resv_owner_t o;
-  bool confirmed = false;
-  int64_t expires_at = 0, version = 0;
-  resv_str_t *holds;
-  size_t nholds;
-  bool ok = read_doc(&b, &rk, &o, &confirmed, &expires_at, &version, &holds, &nholds) &&
-            resv__file_rec_encode(w, key, &rk, &o, confirmed, expires_at, version, holds,
-                                  nholds, prev);
-  free(holds);
+  resv__mongo_doc_t d;
+  if (!resv__mongo_decode(&b, &d, NULL)) return false;
+  bool confirmed = d.state == RESV_STATE_CONFIRMED;
+  bool ok = resv__file_rec_encode(w, key, &d.key, &d.owner, confirmed,
+                                  confirmed ? 0 : d.expires_at, confirmed ? d.version : 0,
+                                  d.holds, d.nholds, prev);
+  resv__mongo_doc_free(&d);
   return ok;
 }
 

@@ -399,7 +399,7 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
   uint64_t set = 0;
   int32_t status;
   for (size_t i = 0; i < n; i++) {
-    hash[i] = hash_key(&r->keys[i]);
+    hash[i] = entry_hash(&r->keys[i]);
     set |= UINT64_C(1) << (hash[i] & (STRIPES - 1));
   }
   if (t) lock_stripes(t, set);
@@ -488,7 +488,7 @@ static bool memory_execute(void *backend, resv_type_t *type,
   if (resv__op_is_all(r->op)) return run_all(t, r, now, m->max_holds, limit, writes, a, err);
   if (!t) /* nothing was ever written: every key is absent */
     return run_absent(r, now, m->max_holds, a, err);
-  uint32_t hash = hash_key(&r->key);
+  uint32_t hash = entry_hash(&r->key);
   stripe_t *s = &t->stripes[hash & (STRIPES - 1)];
   bool ok;
   entry_t *none = NULL;

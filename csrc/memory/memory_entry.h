@@ -20,7 +20,7 @@
 typedef struct entry {
   struct entry *next;  /* bucket chain */
   int64_t when;        /* pending: expires_at; confirmed: version */
-  uint32_t hash;       /* hash_key's */
+  uint32_t hash;       /* entry_hash's */
   uint32_t nholds : 31;
   uint32_t confirmed : 1;
   uint32_t used;       /* bytes of data_ in use */
@@ -57,7 +57,7 @@ static inline uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
 /* The three parts of the key, mixed (a multiply carries the low bits up;
  * the shifts bring the high ones down) and folded to 32 bits, of which the
  * stripe takes the low 6 and the bucket the rest. */
-static inline uint32_t hash_key(const resv_key_t *k) {
+static inline uint32_t entry_hash(const resv_key_t *k) {
   uint64_t h = 0;
   h = hash_bytes(h, k->tenant.ptr, k->tenant.len);
   h = hash_bytes(h, k->ns.ptr, k->ns.len);

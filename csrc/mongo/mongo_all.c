@@ -2,7 +2,7 @@
  * (design.md section 5, "Several keys at once").
  *
  * No transaction: every key is written by the single-document writes of
- * its single-key call, with mongo_ops.c's filters and pipelines, and the
+ * its single-key call, with mongo_build.c's filters and pipelines, and the
  * writes of all the keys travel together in one `update` (or `delete`)
  * command: the driver's bulk API, ordered: false, every statement on one
  * document (multi: false), so the batch is a retryable write and, on a

@@ -2,8 +2,9 @@
  *
  * mongo_store.c opens the connection pool and owns the backend; it hands
  * each call to mongo_schema.c (the type's one-time set-up) and then to
- * mongo_ops.c (the operation, its documents written with doc_bson.h's
- * small BSON writer). The format-1 document is csrc/doc/'s (doc.h);
+ * mongo_ops.c (the operation: reserve and confirm in mongo_upsert.c, the
+ * reads of a key in mongo_read.c, the documents written by mongo_build.c
+ * with doc_bson.h's small BSON writer). The format-1 document is csrc/doc/'s (doc.h);
  * mongo_error.c turns a driver error into a resv_error_t. The store sees
  * only resv__mongo_open (mongo.h). Only csrc/mongo/ includes this header:
  * it is the one that brings in the driver's. */
@@ -225,7 +226,7 @@ bool resv__mongo_check_options(const resv__mongo_t *m, mongoc_database_t *db,
 /* Forgets that the type is set up: its next call sets it up again. */
 void resv__mongo_schema_reset(resv_type_t *type);
 
-/* ---- Operations (mongo_ops.c) ---------------------------------------- */
+/* ---- Reads of one key (mongo_read.c) --------------------------------- */
 
 /* Reads the one document of coll matching filter from the primary into
  * out (initialised either way: the caller destroys it), with the
@@ -234,6 +235,42 @@ void resv__mongo_schema_reset(resv_type_t *type);
 bool resv__mongo_find_one(const resv__mongo_t *m, mongoc_collection_t *coll,
                           const bson_t *filter, bool local, int64_t deadline,
                           bson_t *out, bool *found, bson_error_t *error);
+
+/* How resv__mongo_read_key reads. */
+typedef enum resv__read_mode {
+  /* get: by _id (docs/design.md section 5), so that whatever occupies the _id is
+   * seen, a document whose tenant_id or key disagree with its _id
+   * included, and one that is not a reservation answers RESV_EFORMAT
+   * instead of absent; on a mongos by F(key), which goes to the key's one
+   * shard. The URI's read concern applies. */
+  RESV__READ_GET,
+  /* After an abandon or release that matched nothing: as RESV__READ_GET, but
+   * with read concern local from the primary whatever the URI says. */
+  RESV__READ_NO_MATCH,
+  /* After a duplicate key (docs/design.md section 12): read concern local from the
+   * primary whatever the URI says (majority could miss the in-flight
+   * holder, and the retry loop would spin on it), by _id; on a mongos by
+   * the whole shard key, so the read goes to the one shard whose _id
+   * index refused the write, and by _id alone only when that finds
+   * nothing (what refused it may be a document whose tenant_id or key
+   * disagree with its _id, which must answer RESV_EFORMAT). */
+  RESV__READ_DUPLICATE
+} resv__read_mode_t;
+
+/* Reads the reservation of key k into *doc (see resv__read_mode_t);
+ * *found false when there is none. A document that is not a reservation
+ * of this layout fails with RESV_EFORMAT. raw is initialised either way
+ * (the caller destroys it), and *doc, when found, is freed with
+ * resv__mongo_doc_free. When gone is not NULL and the read is by _id
+ * alone, the format record is read with the key and *gone says it was
+ * missing (the collection was dropped). */
+bool resv__mongo_read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
+                          const resv_key_t *k, resv__read_mode_t mode,
+                          int64_t deadline, bson_t *raw,
+                          resv__mongo_doc_t *doc, bool *found, bool *gone,
+                          resv_error_t *err);
+
+/* ---- Operations (mongo_ops.c) ---------------------------------------- */
 
 /* The maxTimeMS of a command sent now for a call due at deadline
  * (resv__monotonic_ms clock): what is left; 0 for no limit
@@ -248,6 +285,12 @@ bool resv__mongo_put(const resv__mongo_t *m, mongoc_collection_t *coll,
 bool resv__mongo_scan(const resv__mongo_t *m, mongoc_collection_t *coll,
                       const resv_str_t *after, size_t limit, int64_t now,
                       int64_t deadline, resv_scan_t *scan, resv_error_t *err);
+
+/* reserve or confirm (r->op) on coll: the upsert, then the duplicate-key
+ * path (mongo_upsert.c). */
+bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
+                        const resv_request_t *r, int64_t now, int64_t deadline,
+                        resv_answer_t *answer, resv_error_t *err);
 
 /* Runs one validated request on coll (the type's collection). When a
  * read on the way found the collection without its format record (it was
@@ -267,14 +310,23 @@ bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,
                          int64_t deadline, resv_answer_t *answer,
                          bool *gone, resv_error_t *err);
 
-/* What mongo_ops.c writes for one key, for mongo_all.c's batches: the
- * _id {t, n, k} under key; the filter and
+/* ---- Documents the operations send (mongo_build.c) ------------------- */
+
+/* What the operations write for one key, the single-key ones and
+ * mongo_all.c's batches alike: a string under key (NULL, 0 is empty); the
+ * _id {t, n, k} under key; F(key) (_id, tenant_id, key); the conformance
+ * predicate as $expr; the filter and
  * the update pipeline of the single-key reserve or confirm r (r->op);
- * abandon's filters: F(key), owner and the conformance predicate, and
- * with emptied also expires_at not null and no holds (the delete's). */
+ * the owner's filters (abandon's pull, release): F(key), owner and the
+ * conformance predicate, and with emptied also expires_at not null and no
+ * holds (abandon's delete). */
 struct resv__bw;
+void resv__mongo_put_str(struct resv__bw *w, const char *key, size_t key_len,
+                         const resv_str_t *s);
 void resv__mongo_put_id(struct resv__bw *w, const char *key, size_t key_len,
                         const resv_key_t *k);
+void resv__mongo_put_f_key(struct resv__bw *w, const resv_key_t *k);
+void resv__mongo_put_conforms(struct resv__bw *w, const resv__mongo_t *m);
 void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
                                const resv_request_t *r, int64_t now);
 void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,

@@ -2,30 +2,30 @@
  *
  * The store does not know its aggregate types in advance, so the first
  * call of a type (in this process) makes sure its collection is ready:
- *   1. create it; NamespaceExists (48) means another worker or process
- *      was first, which is just as good (7.0+ and mongos answer ok).
- *      Either way its listCollections entry is checked (mongo_options.c):
- *      a collection made by someone else with a default collation, a
- *      validator, capped or as a time series is refused with
- *      RESV_EFORMAT;
- *   2. read the format record {_id: "format", format: 1}: another format,
- *      or a record that is not one, is refused with RESV_EFORMAT before
- *      anything is written (docs/design.md section 3);
- *   0. on a mongos with sharding auto, first read config.collections: a
+ *   1. on a mongos with sharding auto, read config.collections: a
  *      collection sharded on any key but {tenant_id: 1, key: "hashed"} is
  *      refused with RESV_EFORMAT, since the _id index then no longer keeps
  *      a key unique across the cluster. A user who may not read it
  *      (Unauthorized, 13: readWrite alone) uses a collection that exists
  *      as it is and is told what it lacks for a new one, before anything
  *      is created. sharding off reads nothing there;
- *   3. an unsharded collection found in step 0 is sharded on that key:
+ *   2. create it; NamespaceExists (48) means another worker or process
+ *      was first, which is just as good (7.0+ and mongos answer ok).
+ *      Either way its listCollections entry is checked (mongo_options.c):
+ *      a collection made by someone else with a default collation, a
+ *      validator, capped or as a time series is refused with
+ *      RESV_EFORMAT;
+ *   3. read the format record {_id: "format", format: 1}: another format,
+ *      or a record that is not one, is refused with RESV_EFORMAT before
+ *      anything is written (docs/design.md section 3);
+ *   4. an unsharded collection found in step 1 is sharded on that key:
  *      enableSharding (servers before 6.0 need it, later ones accept it),
  *      the shard key's index (needed when the collection holds documents,
  *      the format record included: InvalidOptions 72), shardCollection.
  *      When that fails, config.collections is read again: a concurrent
  *      process may have sharded it the same way; Unauthorized is said in
  *      full;
- *   4. write the format record when step 2 found none; a duplicate key
+ *   5. write the format record when step 3 found none; a duplicate key
  *      means a racing process wrote one, which is read and checked.
  * Each step is safe to run by many processes at once, so the process-wide
  * part is only a mutex and a ready flag per type: the first thread does
@@ -36,9 +36,9 @@
  * missing privilege) costs the server nothing per call and a passing one
  * (the server was down) heals on its own. A call that finds the format
  * record gone (the collection was dropped while the store runs:
- * mongo_ops.c) puts the flag down, and the next call sets the type up
+ * mongo_read.c) puts the flag down, and the next call sets the type up
  * again, format record included. A store opened with no_create uses
- * a type as it is: it only reads (steps 0, 1's check and 2), and a type
+ * a type as it is: it only reads (steps 1, 2's check and 3), and a type
  * without a format record is an error naming it. */
 #include "mongo_internal.h"
 
@@ -199,7 +199,7 @@ static bool cannot_shard(const resv__mongo_t *m, const char *ns,
       ns, missing, m->database, ns);
 }
 
-/* What step 3 found in config.collections. */
+/* What step 1 found in config.collections. */
 typedef enum sharding_state {
   SHARDING_OURS,       /* sharded on {tenant_id: 1, key: "hashed"} */
   SHARDING_NONE,       /* not sharded: shard it after the create */
@@ -207,7 +207,7 @@ typedef enum sharding_state {
                           the collection exists: use it as it is */
 } sharding_state_t;
 
-/* Step 3, before anything is created: reads ns's sharding. A collection
+/* Step 1, before anything is created: reads ns's sharding. A collection
  * sharded on another key is refused with RESV_EFORMAT; a user who may
  * not read config.collections may use a collection that exists (an admin
  * set it up; on a mongos an unsharded one is still correct, only on one
@@ -246,7 +246,7 @@ static bool check_sharding(const resv__mongo_t *m, mongoc_client_t *client,
   return true;
 }
 
-/* Step 3b, after the create: shards the collection on {tenant_id: 1, key:
+/* Step 4, after the create: shards the collection on {tenant_id: 1, key:
  * "hashed"}. enableSharding first (servers before 6.0 need it, later ones
  * accept it), then the shard key's index, which shardCollection of a
  * collection that already holds documents requires (InvalidOptions, 72;
@@ -315,7 +315,7 @@ static bool shard(const resv__mongo_t *m, mongoc_client_t *client,
                     ns);
 }
 
-/* Step 4: writes the format record, or checks the one a racing process
+/* Step 5: writes the format record, or checks the one a racing process
  * wrote first. */
 static bool write_format(const resv__mongo_t *m, mongoc_collection_t *coll,
                          const char *collection, int64_t deadline,
@@ -382,8 +382,8 @@ static bool set_up(const resv__mongo_t *m, const char *collection,
 }
 
 /* With no_create, instead of set_up: a collection sharded on another key
- * is refused as by step 0, then the format record must be there (step
- * 2); nothing is created, sharded or written. */
+ * is refused as by step 1, then the format record must be there (step
+ * 3); nothing is created, sharded or written. */
 static bool use_existing(const resv__mongo_t *m, const resv_type_t *type,
                          mongoc_client_t *client, int64_t deadline,
                          resv_error_t *err) {

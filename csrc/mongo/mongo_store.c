@@ -26,11 +26,10 @@
  * operation (mongo_ops.c) with the dispatcher thread's own client. Each
  * thread pops a client on its first job and keeps it, with a handle on the
  * last collection it used, until the thread ends (a thread-specific key
- * whose destructor pushes the client back): a pop, a push and a
- * mongoc_client_get_collection per call were ~9 000 instructions, 12 % of
- * a reserve's client work. Each thread holds at most one client, so no
- * pop waits; the threads end
- * (pool shutdown joins them) before mongo_destroy frees the pool. */
+ * whose destructor pushes the client back), so a call pays for no pop,
+ * push or mongoc_client_get_collection of its own. Each thread holds at
+ * most one client, so no pop waits; the threads end (pool shutdown joins
+ * them) before mongo_destroy frees the pool. */
 #include "mongo_internal.h"
 
 #include <stdio.h>
@@ -467,41 +466,29 @@ static const resv__backend_ops_t mongo_ops = {
     .destroy = mongo_destroy,
 };
 
-void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
-                       char *database, size_t database_size,
-                       const resv__backend_ops_t **ops, resv_error_t *err) {
-  int32_t timeout = options->timeout_ms;
-  bson_error_t error;
-  resv__mongo_log_capture_t said;
-  resv__mongo_t *m;
+/* The database name into database (database_size bytes) unless the
+ * caller named one: the URI's, else "resv". */
+static bool choose_database(const resv__mongo_t *m, char *database,
+                            size_t database_size, resv_error_t *err) {
+  const char *db;
 
-  mongoc_init();
-  resv__mongo_counters_forget();
-  m = bson_malloc0(sizeof *m);
-  m->stats = stats;
-  if (!parse_uri(m, options->uri, &said, err)) {
-    mongo_destroy(m);
-    return NULL;
-  }
-  if (!database[0]) {
-    const char *db = mongoc_uri_get_database(m->uri);
-    if (!db || !*db)
-      db = "resv";
-    if (strlen(db) >= database_size) {
-      resv__fail(err, RESV_EINVALID, "database: the URI's is longer than %zu bytes",
-                 database_size - 1);
-      mongo_destroy(m);
-      return NULL;
-    }
-    strcpy(database, db);
-  }
-  m->database = bson_strdup(database);
-  m->shard_auto = options->sharding != RESV_SHARDING_OFF;
-  m->no_create = options->no_create != 0;
-  m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
-  m->conforms = resv__mongo_conforms_new();
-  m->max_holds = options->max_holds;
-  m->grace_ms = options->sweep_grace_ms;
+  if (database[0])
+    return true;
+  db = mongoc_uri_get_database(m->uri);
+  if (!db || !*db)
+    db = "resv";
+  if (strlen(db) >= database_size)
+    return resv__fail(err, RESV_EINVALID,
+                      "database: the URI's is longer than %zu bytes",
+                      database_size - 1);
+  strcpy(database, db);
+  return true;
+}
+
+/* The URI options resv sets, each default kept when the URI sets it (see
+ * the top of this file), and the pool size, always set. */
+static void set_uri_options(resv__mongo_t *m, const resv_options_t *options) {
+  int32_t timeout = options->timeout_ms;
 
   /* The driver's default, written out before the options resv adds:
    * mongoc looks retryWrites up in the URI's options on every write,
@@ -525,16 +512,39 @@ void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
   /* The dispatcher's threads hold one client each, and blocking calls on
    * their callers' threads borrow at most as many again. */
   mongoc_uri_set_option_as_int32(m->uri, MONGOC_URI_MAXPOOLSIZE, 2 * options->threads);
+}
+
+/* Every failure after the allocation of m goes to fail: mongo_destroy
+ * takes a half-built backend. */
+void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
+                       char *database, size_t database_size,
+                       const resv__backend_ops_t **ops, resv_error_t *err) {
+  bson_error_t error;
+  resv__mongo_log_capture_t said;
+  resv__mongo_t *m;
+
+  mongoc_init();
+  resv__mongo_counters_forget();
+  m = bson_malloc0(sizeof *m);
+  m->stats = stats;
+  if (!parse_uri(m, options->uri, &said, err) ||
+      !choose_database(m, database, database_size, err))
+    goto fail;
+  m->database = bson_strdup(database);
+  m->shard_auto = options->sharding != RESV_SHARDING_OFF;
+  m->no_create = options->no_create != 0;
+  m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
+  m->conforms = resv__mongo_conforms_new();
+  m->max_holds = options->max_holds;
+  m->grace_ms = options->sweep_grace_ms;
+  set_uri_options(m, options);
   m->callers = resv__mongo_callers_new(options->threads);
   if (!m->callers) {
     resv__fail(err, RESV_ENOMEM, "out of memory for a store");
-    mongo_destroy(m);
-    return NULL;
+    goto fail;
   }
-  if (!set_write_concern(m, options->write_concern, err)) {
-    mongo_destroy(m);
-    return NULL;
-  }
+  if (!set_write_concern(m, options->write_concern, err))
+    goto fail;
   describe_hosts(m);
   m->log = resv__mongo_log_add(m, options->log_level);
   if (said.text[0])
@@ -542,24 +552,24 @@ void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
 
   /* Without check, nothing here waits on the network: the pool connects
    * on the first call (mongoc starts its monitoring then). */
-  if (options->check && !check_server(m, err)) {
-    mongo_destroy(m);
-    return NULL;
-  }
+  if (options->check && !check_server(m, err))
+    goto fail;
   m->pool = mongoc_client_pool_new_with_error(m->uri, &error);
   if (!m->pool) {
     resv__mongo_fail(m, err, &error, 0, "client pool");
-    mongo_destroy(m);
-    return NULL;
+    goto fail;
   }
   mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
   resv__mongo_skew_watch(m);
   if (pthread_key_create(&m->worker_key, worker_end) != 0) {
     resv__fail(err, RESV_ENOMEM, "no thread-specific key for the dispatcher");
-    mongo_destroy(m);
-    return NULL;
+    goto fail;
   }
   m->has_worker_key = true;
   *ops = &mongo_ops;
   return m;
+
+fail:
+  mongo_destroy(m);
+  return NULL;
 }

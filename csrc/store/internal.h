@@ -74,10 +74,10 @@ bool resv__store_check_open(resv_store_t *store, resv_error_t *err);
 void resv__store_teardown(resv_store_t *store);
 /* Frees the store's types (types.c), at teardown. */
 void resv__store_free_types(resv_store_t *store);
-/* Starts a reaper thread on store (reaper.c): stop_only, resv_store_stop's,
- * shuts down and frees only when it lets go last; else resv_store_close's,
- * tears down. False when there is no memory or thread for one. */
-bool resv__store_start_reaper(resv_store_t *store, bool stop_only);
+/* Starts a reaper thread (reaper.c) that runs work(arg) (store.c's
+ * teardown or stop); the process waits for it at exit. False when there
+ * is no memory or thread for one, and work was not run. */
+bool resv__reaper_start(void (*work)(void *arg), void *arg);
 
 /* The entries and bytes of every type of the store (the backend's usage
  * op); false, both -1, for a store without one (MongoDB). */

@@ -1,4 +1,4 @@
-/* reaper.c: closing a store without waiting.
+/* reaper.c: the threads that close stores without waiting.
  *
  * resv_store_close is what a garbage collector calls (Lua's ffi.gc), and
  * a collector must never wait on the network: a call blocked on the
@@ -7,7 +7,10 @@
  * the in-flight call's deadline and the driver's timeouts. The process
  * waits for its reapers when it exits (and when libresv is unloaded:
  * atexit in a shared object runs at dlclose), so none is cut off
- * mid-teardown or outlives the code it runs. */
+ * mid-teardown or outlives the code it runs.
+ *
+ * A reaper runs the work store.c hands it and knows nothing of a store:
+ * this file calls nothing of store.c's. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -24,8 +27,8 @@ static pthread_once_t reapers_once = PTHREAD_ONCE_INIT;
  * reapers_mutex. */
 typedef struct reaper {
   pthread_t thread;
-  resv_store_t *store;
-  bool stop_only; /* resv_store_stop's: shuts down, frees only when last */
+  void (*work)(void *arg);
+  void *arg;
   bool done;
   struct reaper *next;
 } reaper_t;
@@ -70,19 +73,9 @@ static void install_reapers(void) {
   pthread_atfork(reapers_lock, reapers_unlock, reapers_after_fork_child);
 }
 
-/* Drops a reference to the store; the last one tears it down. */
-static void store_unref(resv_store_t *store) {
-  if (atomic_fetch_sub(&store->refs, 1) == 0) resv__store_teardown(store);
-}
-
 static void *reap(void *arg) {
   reaper_t *r = arg;
-  if (r->stop_only) {
-    resv_store_shutdown(r->store);
-    store_unref(r->store);
-  } else {
-    resv__store_teardown(r->store);
-  }
+  r->work(r->arg);
   pthread_mutex_lock(&reapers_mutex);
   r->done = true;
   if (--reapers == 0) pthread_cond_broadcast(&reapers_cond);
@@ -97,12 +90,12 @@ int resv__store_reapers(void) {
   return n;
 }
 
-bool resv__store_start_reaper(resv_store_t *store, bool stop_only) {
+bool resv__reaper_start(void (*work)(void *arg), void *arg) {
   pthread_once(&reapers_once, install_reapers);
   reaper_t *r = calloc(1, sizeof *r);
   if (!r) return false;
-  r->store = store;
-  r->stop_only = stop_only;
+  r->work = work;
+  r->arg = arg;
   pthread_mutex_lock(&reapers_mutex);
   join_done_reapers_locked();
   if (pthread_create(&r->thread, NULL, reap, r) != 0) {

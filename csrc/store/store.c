@@ -182,6 +182,17 @@ void resv__store_teardown(resv_store_t *store) {
   free(store);
 }
 
+/* A reaper's work for resv_store_close: the teardown. */
+static void reap_close(void *arg) { resv__store_teardown(arg); }
+
+/* A reaper's work for resv_store_stop: shuts down, then lets go of its
+ * reference; the last one tears the store down. */
+static void reap_stop(void *arg) {
+  resv_store_t *store = arg;
+  resv_store_shutdown(store);
+  if (atomic_fetch_sub(&store->refs, 1) == 0) resv__store_teardown(store);
+}
+
 void resv_store_close(resv_store_t *store) {
   if (!store) return;
   if (resv__store_forked(store)) {
@@ -209,7 +220,7 @@ void resv_store_close(resv_store_t *store) {
     shut = store->shut;
     pthread_mutex_unlock(&store->shutdown_mutex);
   }
-  if (shut || !resv__store_start_reaper(store, false))
+  if (shut || !resv__reaper_start(reap_close, store))
     resv__store_teardown(store); /* without a thread to be had, here, waiting */
 }
 
@@ -218,7 +229,7 @@ void resv_store_stop(resv_store_t *store) {
   atomic_store(&store->closed, true); /* new calls answer closed from here */
   if (resv__store_forked(store) || !store->pool || atomic_exchange(&store->stopping, true)) return;
   atomic_fetch_add(&store->refs, 1);
-  if (!resv__store_start_reaper(store, true)) {
+  if (!resv__reaper_start(reap_stop, store)) {
     resv_store_shutdown(store); /* without a thread to be had, here, waiting */
     atomic_fetch_sub(&store->refs, 1);
   }

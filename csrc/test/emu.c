@@ -124,6 +124,15 @@ void emu_failpoint(const char *uri, const char *mode_json, const char *data_json
   mongoc_client_destroy(client);
 }
 
+void emu_block_app(const char *uri, const char *command, const char *app, int times, int ms) {
+  char mode[64], data[512];
+  snprintf(mode, sizeof mode, "{\"times\": %d}", times);
+  snprintf(data, sizeof data,
+           "{\"failCommands\": [\"%s\"], \"appName\": \"%s\","
+           " \"blockConnection\": true, \"blockTimeMS\": %d}", command, app, ms);
+  emu_failpoint(uri, mode, data);
+}
+
 void emu_raw_open(emu_raw_t *r, const char *uri, const char *collection) {
   const char *db;
   r->uri = mongoc_uri_new(uri);

@@ -44,6 +44,10 @@ void emu_uri_with_app(const char *uri, const char *app, char *out, size_t size);
  * <data_json>} to uri's server with a plain client; mode "off" turns it
  * off. Fails the test when the server refuses. */
 void emu_failpoint(const char *uri, const char *mode_json, const char *data_json);
+/* The next times commands named command from the client named app are
+ * held ms milliseconds on uri's server before they run (failCommand's
+ * blockConnection). */
+void emu_block_app(const char *uri, const char *command, const char *app, int times, int ms);
 
 /* A plain client on uri (error API 2) and one collection of its
  * database (the URI's, else "resv"). */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <dirent.h>
 
@@ -168,4 +169,49 @@ const char *test_stderr_end(void) {
   text[n] = '\0';
   fclose(stderr_file);
   return text;
+}
+
+TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests) {
+  TCase *tc = tcase_create(name);
+  if (setup || teardown) tcase_add_checked_fixture(tc, setup, teardown);
+  if (timeout > 0) tcase_set_timeout(tc, timeout);
+  for (; *tests; tests++) tcase_add_test(tc, *tests);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+Suite *test_suite(const char *name, const char *tcase, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests) {
+  Suite *s = suite_create(name);
+  test_tcase(s, tcase, timeout, setup, teardown, tests);
+  return s;
+}
+
+void test_with_lmdb(const char *dir, const char *db, unsigned int flags, size_t mapsize,
+                    void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  ck_assert_int_eq(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  if (mapsize) mdb_env_set_mapsize(env, mapsize);
+  ck_assert_int_eq(mdb_env_open(env, dir, 0, 0660), 0);
+  ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(mdb_dbi_open(txn, db, flags, &dbi), 0);
+  fn(txn, dbi, arg);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+uint64_t test_lmdb_pages(const char *data_mdb) {
+  long psize = sysconf(_SC_PAGESIZE);
+  uint64_t txnid[2], last;
+  int fd = open(data_mdb, O_RDONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pread(fd, &txnid[0], 8, 144), 8);
+  ck_assert_int_eq(pread(fd, &txnid[1], 8, psize + 144), 8);
+  ck_assert_int_eq(pread(fd, &last, 8, (txnid[1] > txnid[0] ? psize : 0) + 136), 8);
+  close(fd);
+  return last + 1;
 }

@@ -106,12 +106,8 @@ START_TEST(a_wrong_password_fails_the_first_call_clearly) {
 END_TEST
 
 Suite *deploy_suite(void) {
-  Suite *s = suite_create("deploy");
-  TCase *tc = tcase_create("deploy");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_store_over_tls_works);
-  tcase_add_test(tc, a_read_write_user_works_on_a_primary);
-  tcase_add_test(tc, a_wrong_password_fails_the_first_call_clearly);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_store_over_tls_works, a_read_write_user_works_on_a_primary,
+      a_wrong_password_fails_the_first_call_clearly, NULL};
+  return test_suite("deploy", "deploy", 60, NULL, NULL, tests);
 }

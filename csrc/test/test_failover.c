@@ -239,11 +239,8 @@ START_TEST(w1_writes_are_granted_twice_after_a_failover) {
 END_TEST
 
 Suite *failover_suite(void) {
-  Suite *s = suite_create("failover");
-  TCase *tc = tcase_create("failover");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, majority_writes_never_grant_a_key_twice);
-  tcase_add_test(tc, w1_writes_are_granted_twice_after_a_failover);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      majority_writes_never_grant_a_key_twice, w1_writes_are_granted_twice_after_a_failover,
+      NULL};
+  return test_suite("failover", "failover", 120, NULL, NULL, tests);
 }

@@ -155,21 +155,12 @@ static void open_and_get_all(void *arg) {
 
 /* ---- damaged while closed ----------------------------------------------- */
 
-/* The bytes of data.mdb's pages, as its newer meta page says (its last
- * page, at byte 136, + 1, times the page size): the store keeps the file
- * longer, a sparse hole. */
+/* The bytes of data.mdb's pages, as its newer meta page says: the store
+ * keeps the file longer, a sparse hole. */
 static off_t data_bytes(void) {
   char file[300];
-  long psize = sysconf(_SC_PAGESIZE);
-  uint64_t id[2], last;
   file_of(file, sizeof file, "data.mdb");
-  int fd = open(file, O_RDONLY);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(pread(fd, &id[0], 8, 144), 8);
-  ck_assert_int_eq(pread(fd, &id[1], 8, psize + 144), 8);
-  ck_assert_int_eq(pread(fd, &last, 8, (id[1] > id[0] ? psize : 0) + 136), 8);
-  close(fd);
-  return (off_t)(last + 1) * psize;
+  return (off_t)test_lmdb_pages(file) * sysconf(_SC_PAGESIZE);
 }
 
 static void truncate_to(int percent) {
@@ -572,27 +563,21 @@ START_TEST(a_read_only_directory_is_invalid_naming_the_user) {
 END_TEST
 
 Suite *file_integrity_suite(void) {
-  Suite *s = suite_create("file_integrity");
-  TCase *tc = tcase_create("file_integrity");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_data_file_truncated_to_90_percent_is_refused_at_open);
-  tcase_add_test(tc, a_data_file_truncated_to_50_percent_is_refused_at_open);
-  tcase_add_test(tc, a_data_file_truncated_to_10_percent_is_refused_at_open);
-  tcase_add_test(tc, the_data_file_is_kept_longer_than_its_pages);
-  tcase_add_test(tc, damaged_meta_pages_are_refused_at_open);
-  tcase_add_test(tc, reads_of_a_file_truncated_while_open_answer_format);
-  tcase_add_test(tc, reads_of_a_file_emptied_while_open_answer_format);
-  tcase_add_test(tc, reads_of_a_file_truncated_through_another_link_answer_format);
-  tcase_add_test(tc, a_directory_removed_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_directory_replaced_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_lock_file_removed_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_directory_above_replaced_under_a_running_store_answers_closed);
-  tcase_add_test(tc, a_relative_path_survives_a_change_of_directory);
-  tcase_add_test(tc, the_files_follow_the_umask);
-  tcase_add_test(tc, a_store_made_by_root_refuses_another_user_naming_both);
-  tcase_add_test(tc, a_read_only_directory_is_invalid_naming_the_user);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_data_file_truncated_to_90_percent_is_refused_at_open,
+      a_data_file_truncated_to_50_percent_is_refused_at_open,
+      a_data_file_truncated_to_10_percent_is_refused_at_open,
+      the_data_file_is_kept_longer_than_its_pages, damaged_meta_pages_are_refused_at_open,
+      reads_of_a_file_truncated_while_open_answer_format,
+      reads_of_a_file_emptied_while_open_answer_format,
+      reads_of_a_file_truncated_through_another_link_answer_format,
+      a_directory_removed_under_a_running_store_answers_closed,
+      a_directory_replaced_under_a_running_store_answers_closed,
+      a_lock_file_removed_under_a_running_store_answers_closed,
+      a_data_file_replaced_by_a_copy_under_a_running_store_answers_closed,
+      a_directory_above_replaced_under_a_running_store_answers_closed,
+      a_relative_path_survives_a_change_of_directory, the_files_follow_the_umask,
+      a_store_made_by_root_refuses_another_user_naming_both,
+      a_read_only_directory_is_invalid_naming_the_user, NULL};
+  return test_suite("file_integrity", "file_integrity", 60, setup, teardown, tests);
 }

@@ -56,18 +56,7 @@ static bool reserve(resv_type_t *t, const char *key, const char *owner, resv_ans
 /* Runs fn in a write transaction on database db of the directory (no
  * store may have it open in this process). */
 static void with_lmdb(const char *db, void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  ck_assert_int_eq(mdb_env_create(&env), 0);
-  mdb_env_set_maxdbs(env, 16);
-  mdb_env_set_mapsize(env, (size_t)1 << 30);
-  ck_assert_int_eq(mdb_env_open(env, dir, 0, 0660), 0);
-  ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-  ck_assert_int_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
-  fn(txn, dbi, arg);
-  ck_assert_int_eq(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
+  test_with_lmdb(dir, db, 0, (size_t)1 << 30, fn, arg);
 }
 
 /* ---- a damaged record ------------------------------------------------------- */
@@ -545,15 +534,10 @@ START_TEST(flipped_bits_never_give_a_wrong_answer_64) { flip_trials(64); }
 END_TEST
 
 Suite *file_records_suite(void) {
-  Suite *s = suite_create("file_records");
-  TCase *tc = tcase_create("records");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, a_damaged_record_answers_format_naming_type_and_key);
-  tcase_add_test(tc, a_store_of_format_1_is_upgraded_at_open);
-  tcase_add_test(tc, every_write_keeps_the_chain_whole);
-  tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_8);
-  tcase_add_test(tc, flipped_bits_never_give_a_wrong_answer_64);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_damaged_record_answers_format_naming_type_and_key,
+      a_store_of_format_1_is_upgraded_at_open, every_write_keeps_the_chain_whole,
+      flipped_bits_never_give_a_wrong_answer_8, flipped_bits_never_give_a_wrong_answer_64,
+      NULL};
+  return test_suite("file_records", "records", 300, setup, teardown, tests);
 }

@@ -6,7 +6,7 @@
  * checkpoint, before LMDB reads it; a store closed before the reboot, or
  * dirty in this boot, opens with everything. A missing or empty data.mdb
  * beside a state file is damage, never a new store. The crash of the OS
- * itself is crash/crash_state.c's (make test-crash).
+ * itself is csrc/test/crash/crash_state.c's (make test-crash).
  *
  * Processes that "crash" are forked children that _exit without closing;
  * RESV_BOOT_ID in the environment names the boot. */
@@ -517,25 +517,20 @@ START_TEST(the_state_file_is_no_stranger_in_the_directory) {
 END_TEST
 
 Suite *file_state_suite(void) {
-  Suite *s = suite_create("file_state");
-  TCase *tc = tcase_create("file_state");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_write_makes_the_state_dirty_and_the_idle_store_checkpoints);
-  tcase_add_test(tc, the_wait_for_a_checkpoint_burns_no_cpu);
-  tcase_add_test(tc, the_first_write_after_a_checkpoint_is_not_made_on_a_hosts_thread);
-  tcase_add_test(tc, reads_leave_the_state_clean);
-  tcase_add_test(tc, a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it);
-  tcase_add_test(tc, on_os_crash_reset_moves_the_files_aside_and_starts_empty);
-  tcase_add_test(tc, dirty_in_this_boot_opens_with_everything_and_checkpoints);
-  tcase_add_test(tc, a_store_closed_before_a_reboot_opens_after_it);
-  tcase_add_test(tc, a_checkpoint_of_another_process_is_seen_by_the_next_write);
-  tcase_add_test(tc, a_store_whose_directory_was_replaced_never_writes_the_new_ones_state);
-  tcase_add_test(tc, processes_of_both_modes_share_a_store);
-  tcase_add_test(tc, a_full_disk_answers_nomem_and_kills_no_process);
-  tcase_add_test(tc, an_empty_data_file_beside_the_state_is_damage);
-  tcase_add_test(tc, a_missing_data_file_beside_the_state_is_damage);
-  tcase_add_test(tc, the_state_file_is_no_stranger_in_the_directory);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_write_makes_the_state_dirty_and_the_idle_store_checkpoints,
+      the_wait_for_a_checkpoint_burns_no_cpu,
+      the_first_write_after_a_checkpoint_is_not_made_on_a_hosts_thread,
+      reads_leave_the_state_clean,
+      a_store_dirty_in_an_earlier_boot_is_refused_before_lmdb_reads_it,
+      on_os_crash_reset_moves_the_files_aside_and_starts_empty,
+      dirty_in_this_boot_opens_with_everything_and_checkpoints,
+      a_store_closed_before_a_reboot_opens_after_it,
+      a_checkpoint_of_another_process_is_seen_by_the_next_write,
+      a_store_whose_directory_was_replaced_never_writes_the_new_ones_state,
+      processes_of_both_modes_share_a_store, a_full_disk_answers_nomem_and_kills_no_process,
+      an_empty_data_file_beside_the_state_is_damage,
+      a_missing_data_file_beside_the_state_is_damage,
+      the_state_file_is_no_stranger_in_the_directory, NULL};
+  return test_suite("file_state", "file_state", 60, setup, teardown, tests);
 }

@@ -361,20 +361,12 @@ START_TEST(reads_see_another_process_writes_after_it_grew_the_map) {
   waitpid(pid, &st, 0);
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status %#x", st);
   /* The pages in use, from the newer meta page (the file itself is kept
-   * longer: file_identity.c): its transaction id at byte 144 of each, its
-   * last page at byte 136 (LMDB 0.9 on 64 bits). */
+   * longer: file_identity.c). */
   char data[PATH_MAX];
-  long psize = sysconf(_SC_PAGESIZE);
-  uint64_t txnid[2], last;
   snprintf(data, sizeof data, "%s/data.mdb", dir);
-  int fd = open(data, O_RDONLY);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(pread(fd, &txnid[0], 8, 144), 8);
-  ck_assert_int_eq(pread(fd, &txnid[1], 8, psize + 144), 8);
-  ck_assert_int_eq(pread(fd, &last, 8, (txnid[1] > txnid[0] ? psize : 0) + 136), 8);
-  close(fd);
-  ck_assert_msg((last + 1) * (uint64_t)psize > (2 << 20), "the map did not grow: %llu pages",
-                (unsigned long long)last + 1);
+  uint64_t pages = test_lmdb_pages(data);
+  ck_assert_msg(pages * (uint64_t)sysconf(_SC_PAGESIZE) > (2 << 20),
+                "the map did not grow: %llu pages", (unsigned long long)pages);
   const char *keys[] = {"c0", "c1500", "c2999"};
   for (int i = 0; i < 3; i++) {
     test_get(t, keys[i], &a);
@@ -472,17 +464,7 @@ END_TEST
 /* Opens the directory's LMDB environment directly (no store may have it
  * open in this process) and runs fn in a write transaction on db. */
 static void with_lmdb(const char *db, void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  ck_assert_int_eq(mdb_env_create(&env), 0);
-  mdb_env_set_maxdbs(env, 16);
-  ck_assert_int_eq(mdb_env_open(env, dir, 0, 0660), 0);
-  ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-  ck_assert_int_eq(mdb_dbi_open(txn, db, MDB_CREATE, &dbi), 0);
-  fn(txn, dbi, arg);
-  ck_assert_int_eq(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
+  test_with_lmdb(dir, db, MDB_CREATE, 0, fn, arg);
 }
 
 static const char ann_key[] = "\001\0email\0ann@x";
@@ -820,29 +802,20 @@ START_TEST(expired_reservations_are_reclaimed_after_the_grace) {
 END_TEST
 
 Suite *file_store_suite(void) {
-  Suite *s = suite_create("file_store");
-  TCase *tc = tcase_create("file_store");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, one_winner_among_forked_processes);
-  tcase_add_test(tc, answered_reservations_survive_a_sigkill_of_the_writer);
-  tcase_add_test(tc, answered_reservations_survive_a_sigkill_with_disk_sync);
-  tcase_add_test(tc, killed_writers_never_block_the_others_nor_lose_answers);
-  tcase_add_test(tc, a_store_used_in_a_forked_child_answers_closed);
-  tcase_add_test(tc, reads_see_another_process_writes_after_it_grew_the_map);
-  tcase_add_test(tc, stores_of_one_process_share_the_directory);
-  tcase_add_test(tc, group_commit_answers_every_writer);
-  tcase_add_test(tc, records_are_compact_with_their_strings_as_they_are);
-  tcase_add_test(tc, long_keys_are_kept_apart);
-  tcase_add_test(tc, bad_options_are_invalid);
-  tcase_add_test(tc, a_directory_with_other_files_is_refused);
-  tcase_add_test(tc, a_data_file_that_is_not_lmdb_is_refused);
-  tcase_add_test(tc, another_lmdb_database_is_refused);
-  tcase_add_test(tc, a_store_of_another_format_is_refused);
-  tcase_add_test(tc, a_type_of_another_format_answers_format_and_is_not_written);
-  tcase_add_test(tc, a_record_that_is_no_reservation_answers_format_and_stays);
-  tcase_add_test(tc, a_full_map_answers_nomem_naming_map_size_and_reads_go_on);
-  tcase_add_test(tc, expired_reservations_are_reclaimed_after_the_grace);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      one_winner_among_forked_processes, answered_reservations_survive_a_sigkill_of_the_writer,
+      answered_reservations_survive_a_sigkill_with_disk_sync,
+      killed_writers_never_block_the_others_nor_lose_answers,
+      a_store_used_in_a_forked_child_answers_closed,
+      reads_see_another_process_writes_after_it_grew_the_map,
+      stores_of_one_process_share_the_directory, group_commit_answers_every_writer,
+      records_are_compact_with_their_strings_as_they_are, long_keys_are_kept_apart,
+      bad_options_are_invalid, a_directory_with_other_files_is_refused,
+      a_data_file_that_is_not_lmdb_is_refused, another_lmdb_database_is_refused,
+      a_store_of_another_format_is_refused,
+      a_type_of_another_format_answers_format_and_is_not_written,
+      a_record_that_is_no_reservation_answers_format_and_stays,
+      a_full_map_answers_nomem_naming_map_size_and_reads_go_on,
+      expired_reservations_are_reclaimed_after_the_grace, NULL};
+  return test_suite("file_store", "file_store", 120, setup, teardown, tests);
 }

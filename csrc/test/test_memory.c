@@ -141,13 +141,9 @@ START_TEST(strings_of_max_string_bytes_come_back_whole) {
 END_TEST
 
 Suite *memory_suite(void) {
-  Suite *s = suite_create("memory");
-  TCase *tc = tcase_create("costs");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, an_empty_type_costs_under_a_kilobyte);
-  tcase_add_test(tc, a_type_written_once_still_answers_every_rule);
-  tcase_add_test(tc, a_live_reservation_costs_under_0_95_of_a_shared_dict_entry);
-  tcase_add_test(tc, strings_of_max_string_bytes_come_back_whole);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      an_empty_type_costs_under_a_kilobyte, a_type_written_once_still_answers_every_rule,
+      a_live_reservation_costs_under_0_95_of_a_shared_dict_entry,
+      strings_of_max_string_bytes_come_back_whole, NULL};
+  return test_suite("memory", "costs", 120, NULL, NULL, tests);
 }

@@ -108,14 +108,10 @@ START_TEST(a_kind_of_warning_shows_once_a_minute) {
 END_TEST
 
 Suite *mongo_log_suite(void) {
-  Suite *s = suite_create("mongo_log");
-  TCase *tc = tcase_create("log");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, a_refused_uri_says_why);
-  tcase_add_test(tc, log_level_out_of_range_is_invalid);
-  tcase_add_test(tc, a_call_with_nothing_listening_is_unavailable_and_quiet);
-  tcase_add_test(tc, log_level_debug_shows_the_monitor_naming_the_store);
-  tcase_add_test(tc, a_kind_of_warning_shows_once_a_minute);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_refused_uri_says_why, log_level_out_of_range_is_invalid,
+      a_call_with_nothing_listening_is_unavailable_and_quiet,
+      log_level_debug_shows_the_monitor_naming_the_store,
+      a_kind_of_warning_shows_once_a_minute, NULL};
+  return test_suite("mongo_log", "log", 30, NULL, NULL, tests);
 }

@@ -190,16 +190,9 @@ START_TEST(a_readwrite_user_is_checked_and_works) {
 END_TEST
 
 Suite *mongo_options_suite(void) {
-  Suite *s = suite_create("mongo_options");
-  TCase *tc = tcase_create("options");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_default_collation_is_refused);
-  tcase_add_test(tc, a_validator_is_refused);
-  tcase_add_test(tc, a_capped_collection_is_refused);
-  tcase_add_test(tc, a_time_series_collection_is_refused);
-  tcase_add_test(tc, harmless_options_are_accepted);
-  tcase_add_test(tc, no_create_checks_the_options_too);
-  tcase_add_test(tc, a_readwrite_user_is_checked_and_works);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_default_collation_is_refused, a_validator_is_refused, a_capped_collection_is_refused,
+      a_time_series_collection_is_refused, harmless_options_are_accepted,
+      no_create_checks_the_options_too, a_readwrite_user_is_checked_and_works, NULL};
+  return test_suite("mongo_options", "options", 60, NULL, NULL, tests);
 }

@@ -157,10 +157,7 @@ START_TEST(test_a_uri_naming_one_secondary_follows_a_step_down) {
 END_TEST
 
 Suite *mongo_replset_suite(void) {
-  Suite *s = suite_create("mongo_replset");
-  TCase *tc = tcase_create("replset");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_a_uri_naming_one_secondary_follows_a_step_down);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      test_a_uri_naming_one_secondary_follows_a_step_down, NULL};
+  return test_suite("mongo_replset", "replset", 60, NULL, NULL, tests);
 }

@@ -169,11 +169,8 @@ START_TEST(a_majority_wait_cut_by_both_secondaries_dying_is_an_error_then_once) 
 END_TEST
 
 Suite *mongo_retry_suite(void) {
-  Suite *s = suite_create("mongo_retry");
-  TCase *tc = tcase_create("retry");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_reserve_committed_then_cut_off_answers_reserved_once);
-  tcase_add_test(tc, a_majority_wait_cut_by_both_secondaries_dying_is_an_error_then_once);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_reserve_committed_then_cut_off_answers_reserved_once,
+      a_majority_wait_cut_by_both_secondaries_dying_is_an_error_then_once, NULL};
+  return test_suite("mongo_retry", "retry", 60, NULL, NULL, tests);
 }

@@ -94,12 +94,8 @@ START_TEST(an_embedded_store_measures_no_skew) {
 END_TEST
 
 Suite *mongo_skew_suite(void) {
-  Suite *s = suite_create("mongo_skew");
-  TCase *tc = tcase_create("clock");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_skewed_server_shows_in_stats_and_warns);
-  tcase_add_test(tc, a_skewed_replica_set_shows_in_stats_and_warns);
-  tcase_add_test(tc, an_embedded_store_measures_no_skew);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_skewed_server_shows_in_stats_and_warns, a_skewed_replica_set_shows_in_stats_and_warns,
+      an_embedded_store_measures_no_skew, NULL};
+  return test_suite("mongo_skew", "clock", 60, NULL, NULL, tests);
 }

@@ -1155,31 +1155,27 @@ END_TEST
 
 Suite *mongo_store_suite(void) {
   Suite *s = suite_create("mongo_store");
-  TCase *tc = tcase_create("store");
-  tcase_add_test(tc, test_layout_is_spec_section_3_field_by_field);
-  tcase_add_test(tc, test_nothing_is_created_before_a_types_first_call);
-  tcase_add_test(tc, test_racing_reserves_of_a_free_key_one_wins);
-  tcase_add_test(tc, test_racing_stores_set_up_one_collection_once);
-  tcase_add_test(tc, test_churn_on_hot_keys_stays_coherent);
-  tcase_add_test(tc, test_other_format_is_refused_and_nothing_written);
-  tcase_add_test(tc, test_foreign_document_is_format_error);
-  tcase_add_test(tc, test_document_not_a_reservation_is_never_written_and_answers_format);
-  tcase_add_test(tc, test_describe_names_the_host_and_topology);
-  tcase_add_test(tc, test_writes_are_majority_unless_write_concern_says_otherwise);
-  tcase_add_test(tc, test_a_single_host_uri_discovers_the_set);
-  tcase_add_test(tc, test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key);
-  tcase_add_test(tc, test_a_collection_dropped_under_a_running_store_is_set_up_again);
-  tcase_add_test(tc, test_database_is_the_option_else_the_uris_else_resv);
-  tcase_add_test(tc, test_password_never_shows);
-  tcase_set_timeout(tc, 60);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("sharded");
-  tcase_add_test(tc, test_mongos_shards_each_collection_on_first_use);
-  tcase_add_test(tc, test_mongos_collection_sharded_on_another_key_is_refused);
-  tcase_add_test(tc, test_mongos_sharding_off_never_shards);
-  tcase_add_test(tc, test_mongos_non_empty_collection_is_sharded_after_its_index);
-  tcase_add_test(tc, test_mongos_readwrite_user_works_and_is_told_what_sharding_needs);
-  tcase_set_timeout(tc, 60);
-  suite_add_tcase(s, tc);
+  const TTest *store_tests[] = {
+      test_layout_is_spec_section_3_field_by_field,
+      test_nothing_is_created_before_a_types_first_call,
+      test_racing_reserves_of_a_free_key_one_wins,
+      test_racing_stores_set_up_one_collection_once, test_churn_on_hot_keys_stays_coherent,
+      test_other_format_is_refused_and_nothing_written,
+      test_foreign_document_is_format_error,
+      test_document_not_a_reservation_is_never_written_and_answers_format,
+      test_describe_names_the_host_and_topology,
+      test_writes_are_majority_unless_write_concern_says_otherwise,
+      test_a_single_host_uri_discovers_the_set,
+      test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key,
+      test_a_collection_dropped_under_a_running_store_is_set_up_again,
+      test_database_is_the_option_else_the_uris_else_resv, test_password_never_shows, NULL};
+  test_tcase(s, "store", 60, NULL, NULL, store_tests);
+  const TTest *sharded_tests[] = {
+      test_mongos_shards_each_collection_on_first_use,
+      test_mongos_collection_sharded_on_another_key_is_refused,
+      test_mongos_sharding_off_never_shards,
+      test_mongos_non_empty_collection_is_sharded_after_its_index,
+      test_mongos_readwrite_user_works_and_is_told_what_sharding_needs, NULL};
+  test_tcase(s, "sharded", 60, NULL, NULL, sharded_tests);
   return s;
 }

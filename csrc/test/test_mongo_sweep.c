@@ -72,10 +72,7 @@ START_TEST(a_sweep_past_its_max_time_answers_timeout_and_the_next_counts_the_res
 END_TEST
 
 Suite *mongo_sweep_suite(void) {
-  Suite *s = suite_create("mongo_sweep");
-  TCase *tc = tcase_create("mongo_sweep");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_sweep_past_its_max_time_answers_timeout_and_the_next_counts_the_rest);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_sweep_past_its_max_time_answers_timeout_and_the_next_counts_the_rest, NULL};
+  return test_suite("mongo_sweep", "mongo_sweep", 60, NULL, NULL, tests);
 }

@@ -148,11 +148,10 @@ END_TEST
 
 Suite *no_create_suite(void) {
   Suite *s = suite_create("no_create");
-  TCase *tc = tcase_create("no_create");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, a_missing_or_empty_directory_is_refused_and_left_alone);
+  const TTest *tests[] = {
+      a_missing_or_empty_directory_is_refused_and_left_alone, NULL};
+  TCase *tc = test_tcase(s, "no_create", 60, NULL, NULL, tests);
   tcase_add_loop_test(tc, a_missing_type_is_invalid_and_not_made, FILE_STORE, MONGO + 1);
   tcase_add_loop_test(tc, a_type_that_exists_works_as_usual, FILE_STORE, MONGO + 1);
-  suite_add_tcase(s, tc);
   return s;
 }

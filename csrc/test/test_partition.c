@@ -243,11 +243,8 @@ START_TEST(w1_writes_are_granted_twice_across_a_partition) {
 END_TEST
 
 Suite *partition_suite(void) {
-  Suite *s = suite_create("partition");
-  TCase *tc = tcase_create("partition");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, majority_writes_never_grant_a_key_twice_across_a_partition);
-  tcase_add_test(tc, w1_writes_are_granted_twice_across_a_partition);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      majority_writes_never_grant_a_key_twice_across_a_partition,
+      w1_writes_are_granted_twice_across_a_partition, NULL};
+  return test_suite("partition", "partition", 60, NULL, NULL, tests);
 }

@@ -249,17 +249,12 @@ START_TEST(a_finished_job_destroyed_undrained_leaves_the_inbox) {
 END_TEST
 
 Suite *pool_suite(void) {
-  Suite *s = suite_create("pool");
-  TCase *tc = tcase_create("pool");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, waiting_jobs_overlap_up_to_the_thread_count);
-  tcase_add_test(tc, a_full_queue_answers_busy_at_once);
-  tcase_add_test(tc, a_job_past_its_deadline_times_out_without_running);
-  tcase_add_test(tc, shutdown_answers_every_job_and_joins);
-  tcase_add_test(tc, finished_jobs_arrive_in_the_inbox_and_wake_its_fd);
-  tcase_add_test(tc, a_job_destroyed_while_running_never_reaches_the_inbox);
-  tcase_add_test(tc, an_inbox_destroyed_before_its_jobs_lives_until_they_end);
-  tcase_add_test(tc, a_finished_job_destroyed_undrained_leaves_the_inbox);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      waiting_jobs_overlap_up_to_the_thread_count, a_full_queue_answers_busy_at_once,
+      a_job_past_its_deadline_times_out_without_running, shutdown_answers_every_job_and_joins,
+      finished_jobs_arrive_in_the_inbox_and_wake_its_fd,
+      a_job_destroyed_while_running_never_reaches_the_inbox,
+      an_inbox_destroyed_before_its_jobs_lives_until_they_end,
+      a_finished_job_destroyed_undrained_leaves_the_inbox, NULL};
+  return test_suite("pool", "pool", 30, NULL, NULL, tests);
 }

@@ -219,14 +219,10 @@ START_TEST(a_password_never_shows_in_errors_describe_or_logs) {
 END_TEST
 
 Suite *security_suite(void) {
-  Suite *s = suite_create("security");
-  TCase *tc = tcase_create("security");
-  tcase_add_test(tc, operator_like_strings_are_stored_literally_on_memory);
-  tcase_add_test(tc, operator_like_strings_are_stored_literally_on_mongo);
-  tcase_add_test(tc, one_tenant_never_touches_another_on_memory);
-  tcase_add_test(tc, one_tenant_never_touches_another_on_mongo);
-  tcase_add_test(tc, a_password_never_shows_in_errors_describe_or_logs);
-  tcase_set_timeout(tc, 30);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      operator_like_strings_are_stored_literally_on_memory,
+      operator_like_strings_are_stored_literally_on_mongo,
+      one_tenant_never_touches_another_on_memory, one_tenant_never_touches_another_on_mongo,
+      a_password_never_shows_in_errors_describe_or_logs, NULL};
+  return test_suite("security", "security", 30, NULL, NULL, tests);
 }

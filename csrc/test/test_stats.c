@@ -201,7 +201,7 @@ START_TEST(test_mongo_counts_a_failed_set_up) {
 END_TEST
 
 START_TEST(test_mongo_counts_slow_calls_and_jobs_waiting_and_running) {
-  char app[64], uri[512], data[512];
+  char app[64], uri[512];
   app_name(app, sizeof app, "slow");
   emu_uri_with_app(test_mongo_uri(), app, uri, sizeof uri);
   resv_store_t *s = emu_open(uri, (resv_options_t){.threads = 1, .timeout_ms = 5000,
@@ -209,10 +209,7 @@ START_TEST(test_mongo_counts_slow_calls_and_jobs_waiting_and_running) {
   resv_type_t *t = test_fresh_type(s, "mslow");
   resv_answer_t a = {0};
   test_reserve(t, "warm", "o", "a", 60000, &a); /* set up, fast */
-  snprintf(data, sizeof data,
-           "{\"failCommands\": [\"findAndModify\"], \"appName\": \"%s\","
-           " \"blockConnection\": true, \"blockTimeMS\": 400}", app);
-  emu_failpoint(test_mongo_uri(), "{\"times\": 2}", data);
+  emu_block_app(test_mongo_uri(), "findAndModify", app, 2, 400);
   resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "k1"),
                       .owner = test_owner("", "o"), .attempt = resv_cstr("a"),
                       .ttl_ms = 60000};
@@ -255,17 +252,12 @@ START_TEST(test_slow_ms_out_of_range_is_invalid) {
 END_TEST
 
 Suite *stats_suite(void) {
-  Suite *s = suite_create("stats");
-  TCase *tc = tcase_create("stats");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_bounds_rise_to_infinity);
-  tcase_add_test(tc, test_memory_store_counts_each_call_once_by_status_and_code);
-  tcase_add_test(tc, test_calls_on_many_threads_all_count);
-  tcase_add_test(tc, test_file_store_counts_entries_and_bytes);
-  tcase_add_test(tc, test_mongo_counts_duplicate_retries_and_has_no_entries);
-  tcase_add_test(tc, test_mongo_counts_a_failed_set_up);
-  tcase_add_test(tc, test_mongo_counts_slow_calls_and_jobs_waiting_and_running);
-  tcase_add_test(tc, test_slow_ms_out_of_range_is_invalid);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      test_bounds_rise_to_infinity, test_memory_store_counts_each_call_once_by_status_and_code,
+      test_calls_on_many_threads_all_count, test_file_store_counts_entries_and_bytes,
+      test_mongo_counts_duplicate_retries_and_has_no_entries,
+      test_mongo_counts_a_failed_set_up,
+      test_mongo_counts_slow_calls_and_jobs_waiting_and_running,
+      test_slow_ms_out_of_range_is_invalid, NULL};
+  return test_suite("stats", "stats", 60, NULL, NULL, tests);
 }

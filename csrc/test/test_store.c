@@ -136,7 +136,7 @@ END_TEST
 START_TEST(close_returns_while_a_call_is_blocked_on_the_server) {
   /* A garbage collector frees stores with resv_store_close: with a call
    * blocked on the server, it waited as long as the call (1.5 s seen). */
-  char app[64], uri[512], data[256];
+  char app[64], uri[512];
   snprintf(app, sizeof app, "resv-close-%d", (int)getpid());
   emu_uri_with_app(test_mongo_uri(), app, uri, sizeof uri);
   int threads = threads_now(), fds = proc_entries("/proc/self/fd");
@@ -145,10 +145,7 @@ START_TEST(close_returns_while_a_call_is_blocked_on_the_server) {
   resv_answer_t a = {0};
   test_reserve(t, "warm", "A", "a1", 60000, &a); /* the type is set up */
   resv_answer_clear(&a);
-  snprintf(data, sizeof data,
-           "{\"failCommands\": [\"findAndModify\"], \"appName\": \"%s\", "
-           "\"blockConnection\": true, \"blockTimeMS\": 2000}", app);
-  emu_failpoint(test_mongo_uri(), "{\"times\": 1}", data);
+  emu_block_app(test_mongo_uri(), "findAndModify", app, 1, 2000);
   resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "ann@x"),
                       .owner = test_owner("", "A"), .attempt = resv_cstr("a1"),
                       .ttl_ms = 60000};
@@ -181,15 +178,13 @@ END_TEST
 
 Suite *store_suite(void) {
   Suite *s = suite_create("store");
-  TCase *tc = tcase_create("types");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, finding_a_type_costs_the_same_among_200_or_20000);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("close");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, shutdown_leaves_no_driver_thread_and_no_socket);
-  tcase_add_test(tc, close_returns_while_a_call_is_blocked_on_the_server);
-  tcase_add_test(tc, close_after_shutdown_frees_at_once);
-  suite_add_tcase(s, tc);
+  const TTest *types_tests[] = {
+      finding_a_type_costs_the_same_among_200_or_20000, NULL};
+  test_tcase(s, "types", 120, NULL, NULL, types_tests);
+  const TTest *close_tests[] = {
+      shutdown_leaves_no_driver_thread_and_no_socket,
+      close_returns_while_a_call_is_blocked_on_the_server,
+      close_after_shutdown_frees_at_once, NULL};
+  test_tcase(s, "close", 60, NULL, NULL, close_tests);
   return s;
 }

@@ -350,10 +350,9 @@ END_TEST
 
 Suite *stress_suite(void) {
   Suite *s = suite_create("stress");
-  TCase *tc = tcase_create("stress");
-  tcase_add_test(tc, one_owner_per_key_under_load_on_memory);
-  tcase_add_test(tc, one_owner_per_key_under_load_on_mongo);
+  const TTest *tests[] = {
+      one_owner_per_key_under_load_on_memory, one_owner_per_key_under_load_on_mongo, NULL};
+  TCase *tc = test_tcase(s, "stress", 0, NULL, NULL, tests);
   tcase_set_timeout(tc, (double)(stress_ms() / 1000 + 60));
-  suite_add_tcase(s, tc);
   return s;
 }

@@ -4,6 +4,7 @@
 #define RESV_TESTS_H
 
 #include <check.h>
+#include <lmdb.h>
 
 #include "internal.h"
 
@@ -25,6 +26,27 @@ Suite *file_integrity_suite(void);
 Suite *file_records_suite(void);
 Suite *file_state_suite(void);
 Suite *rules_all_suite(void), *rules_model_suite(void);
+
+/* A test case named name in s: setup and teardown as its checked fixture
+ * (NULL: none), timeout seconds (0: Check's default), the tests of the
+ * NULL-terminated list added in order. Returned for loop tests. */
+TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests);
+/* A new suite of one test case, test_tcase's. */
+Suite *test_suite(const char *name, const char *tcase, double timeout, void (*setup)(void),
+                  void (*teardown)(void), const TTest *const *tests);
+
+/* Opens the LMDB environment of dir directly (no store may have it open
+ * in this process), database db with flags (MDB_CREATE or 0), mapsize
+ * bytes when not 0, and runs fn in one write transaction, committed. */
+void test_with_lmdb(const char *dir, const char *db, unsigned int flags, size_t mapsize,
+                    void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg);
+
+/* The pages in use of an LMDB file (data_mdb), as
+ * its newer meta page says: the meta pages' transaction ids at byte 144
+ * of each, the newer's last page at byte 136, + 1 (LMDB 0.9 on 64 bits,
+ * pages of the system's size). */
+uint64_t test_lmdb_pages(const char *data_mdb);
 
 /* The differential test (diff.c): seed's sequence of steps random calls on
  * memory and other side by side, every answer compared (other_name names

@@ -257,27 +257,33 @@ local function take_failures()
   return taken
 end
 
--- Adds to woken (made when needed) the coroutines whose deadline has
--- passed, and recomputes the earliest deadline of the others.
-local function past_deadline(woken)
+-- Appends to woken (n entries so far) the coroutines whose deadline has
+-- passed, recomputes the earliest deadline of the others, and returns the
+-- new count.
+local function past_deadline(woken, n)
   if earliest == nil then
-    return woken
+    return n
   end
   local now = resv_clock_ms()
   if now < earliest then
-    return woken
+    return n
   end
   earliest = nil
   for co, until_ms in pairs(give_up) do
     if until_ms <= now then
-      woken = woken or {}
-      woken[#woken + 1] = co
+      n = n + 1
+      woken[n] = co
     elseif earliest == nil or until_ms < earliest then
       earliest = until_ms
     end
   end
-  return woken
+  return n
 end
+
+-- The list of coroutines to resume and the set of those resumed, which
+-- resume_ready empties and reuses; nil while one is in use (a poll() from a
+-- plain coroutine inside a resumed one then makes its own).
+local spare_woken, spare_seen = {}, {}
 
 -- Resumes what can go on; returns how many coroutines were resumed.
 local function resume_ready()
@@ -297,32 +303,39 @@ local function resume_ready()
   -- finish into the inbox before this loop ends. A coroutine listed twice
   -- (done and past its deadline) is resumed once; one resumed while not
   -- ready yet waits again (_M.wait loops).
-  local woken, ndrained = nil, 0
+  local woken, seen = spare_woken, spare_seen
+  spare_woken, spare_seen = nil, nil
+  if woken == nil then
+    woken, seen = {}, {}
+  end
+  local nwoken = 0
   if inbox ~= nil then
     repeat
       local n = tonumber(resv_inbox_drain(inbox, drained, DRAIN_MAX))
       for i = 0, n - 1 do
         local co = waiting[job_address(drained[i])]
         if co ~= nil then
-          woken = woken or {}
-          woken[#woken + 1] = co
+          nwoken = nwoken + 1
+          woken[nwoken] = co
         end
       end
     until n < DRAIN_MAX
-    ndrained = woken and #woken or 0
   end
-  woken = past_deadline(woken)
-  if woken ~= nil then
-    local seen = {}
-    for i = 1, #woken do
-      local co = woken[i]
-      if not seen[co] and co_status(co) == "suspended" then
-        seen[co] = true
-        step(co, i <= ndrained and DRAINED or nil)
-        resumed = resumed + 1
-      end
+  local ndrained = nwoken
+  nwoken = past_deadline(woken, nwoken)
+  for i = 1, nwoken do
+    local co = woken[i]
+    if not seen[co] and co_status(co) == "suspended" then
+      seen[co] = true
+      step(co, i <= ndrained and DRAINED or nil)
+      resumed = resumed + 1
     end
   end
+  for i = 1, nwoken do
+    seen[woken[i]] = nil
+    woken[i] = nil
+  end
+  spare_woken, spare_seen = woken, seen
 
   return resumed
 end
@@ -377,13 +390,17 @@ function _M.run()
   while live > 0 do
     local resumed = resume_ready()
     all = append_failures(all)
-    if live > 0 and resumed == 0 and ready[1] == nil then
-      if inbox == nil then
+    -- After a round that resumed some, the wait returns at once if answers
+    -- came in meanwhile (the inbox's descriptor is readable while any
+    -- wait), so it goes straight to the wait rather than to another round.
+    if live > 0 and ready[1] == nil then
+      if inbox ~= nil then
+        resv_inbox_wait(inbox, timeout() or -1)
+      elseif resumed == 0 then
         -- Nothing can wake the rest (they were resumed by other code and
         -- are no longer waiting on a job): stop rather than hang.
         break
       end
-      resv_inbox_wait(inbox, timeout() or -1)
     end
   end
   all = append_failures(all)

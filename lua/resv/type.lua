@@ -2,8 +2,8 @@
 -- get, sweep; scan and put for tools) and their answers.
 --
 -- Each method reads every field of its key and owner exactly once, into
--- a request table, checks them, and hands them to C as arguments of the
--- FFI call: LuaJIT keeps a call's arguments alive for the call, and
+-- locals (a single-key call) or a request table (a shape's, below), checks
+-- them, and hands them to C as arguments of the FFI call: LuaJIT keeps a call's arguments alive for the call, and
 -- resv_submit_args copies them before it returns. No pointer into a Lua
 -- string is ever kept in a struct field, where the collector would not see
 -- it (docs/design.md section 9: temporaries and __index-computed fields
@@ -77,25 +77,14 @@ local OP_ABANDON = C.RESV_OP_ABANDON
 local OP_RELEASE = C.RESV_OP_RELEASE
 local OP_GET = C.RESV_OP_GET
 local OP_SWEEP = C.RESV_OP_SWEEP
-local STATUS_SWEPT = C.RESV_SWEPT
 
-local STATE_NONE = C.RESV_STATE_NONE
+local answer = require "resv.answer"
+local status_names = answer.status_names
+local lua_string = answer.lua_string
+local owner_copy = answer.owner_copy
+local holds_of = answer.holds_of
+local answer_table = answer.table
 local STATE_PENDING = C.RESV_STATE_PENDING
-
--- The name tables end where C's names do ("unknown" past the last).
-local function names(name_of)
-  local t, i = {}, 0
-  while true do
-    local s = ffi_string(name_of(i))
-    if s == "unknown" then return t end
-    t[i] = s
-    i = i + 1
-  end
-end
-local status_names = names(C.resv_status_name)
-local state_names = names(C.resv_state_name)
-local PENDING = state_names[C.RESV_STATE_PENDING]
-local CONFIRMED = state_names[C.RESV_STATE_CONFIRMED]
 
 local Type = {}
 Type.__index = Type
@@ -108,111 +97,6 @@ local _M = {}
 function _M.new(h, store, inline, tries)
   return setmetatable({ handle = h, store = store, inline = inline,
                         tries = tries and not inline }, Type)
-end
-
----------------------------------------------------------------------------
--- Answers
-
-local function lua_string(s)
-  return ffi_string(s.ptr, s.len)
-end
-
--- An answer's owner and holds, each in the table t when the caller gave
--- one ({ into = t }: reused, so a call that has them allocates nothing),
--- else in a new one. mine: the caller's own attempt, which is the one hold
--- of a reservation of theirs held by one (see answer_table).
-local function owner_of(tenant, id, t)
-  if type(t) ~= "table" then
-    return { tenant = tenant, id = id }
-  end
-  t.tenant, t.id = tenant, id
-  return t
-end
-
-local function owner_copy(a, t)
-  return owner_of(lua_string(a.owner_tenant), lua_string(a.owner_id), t)
-end
-
-local function holds_of(a, mine, t)
-  local n = tonumber(a.nholds)
-  local one = mine and n == 1
-  if type(t) ~= "table" then
-    if one then
-      return { mine }
-    end
-    t = {}
-  end
-  if one then
-    t[1] = mine
-  else
-    local h = a.holds
-    for i = 1, n do
-      t[i] = lua_string(h[i - 1])
-    end
-  end
-  for i = #t, n + 1, -1 do
-    t[i] = nil
-  end
-  return t
-end
-
--- An answer into the caller's table t: every field of an answer is set,
--- those of other shapes to nil.
-local function fill(t, status, owner, state, expires_at, holds, version, count)
-  t.status, t.owner, t.state, t.expires_at = status, owner, state, expires_at
-  t.holds, t.version, t.count = holds, version, count
-  return t
-end
-
--- Converts a resv_answer_t to the table of docs/design.md section 9, or into the
--- caller's table `into`. A reserve or confirm passes its own owner (ot,
--- oid) and attempt: a `reserved` or `confirmed` answer is always that
--- owner's, and a reservation held by one attempt is held by this one, so
--- those strings are reused instead of copied out of C again. Each fresh
--- shape is made by one constructor, which sizes the table once (LuaJIT),
--- instead of growing it field by field.
-local function answer_table(a, ot, oid, attempt, into)
-  local status = status_names[a.status] or tostring(a.status)
-  local state = a.state
-  if state == STATE_NONE then
-    local count = a.status == STATUS_SWEPT and exact(a.count) or nil
-    if into then
-      return fill(into, status, nil, nil, nil, nil, nil, count)
-    end
-    if count then
-      return { status = status, count = count }
-    end
-    return { status = status }
-  end
-  local conflict = status == "conflict"
-  local mine = ot ~= nil and not conflict
-  local reused = into and into.owner
-  local owner = mine and owner_of(ot, oid, reused) or owner_copy(a, reused)
-  if state == STATE_PENDING then
-    local expires_at = exact(a.expires_at)
-    if conflict then
-      if into then
-        return fill(into, status, owner, PENDING, expires_at)
-      end
-      return { status = status, owner = owner, state = PENDING, expires_at = expires_at }
-    end
-    local holds = holds_of(a, mine and attempt, into and into.holds)
-    if into then
-      return fill(into, status, owner, nil, expires_at, holds)
-    end
-    return { status = status, owner = owner, expires_at = expires_at, holds = holds }
-  end
-  local version = exact(a.version)
-  if conflict then
-    if into then
-      return fill(into, status, owner, CONFIRMED, nil, nil, version)
-    end
-    return { status = status, owner = owner, state = CONFIRMED, version = version }
-  end
-  if into then
-    return fill(into, status, owner, nil, nil, nil, version)
-  end
-  return { status = status, owner = owner, version = version }
 end
 
 -- A job whose waiter gave up at its deadline: the worker still running it
@@ -311,18 +195,14 @@ end
 ---------------------------------------------------------------------------
 -- The call
 
--- A request is a table of the call's checked arguments, each read once
--- from the caller's tables:
---   op, ttl, version   the operation and its numbers;
---   kt, kn, kk         the key's tenant, namespace and key;
---   ot, oid, attempt   the owner's tenant and id, and the attempt;
---   mine               a reserve or confirm, whose answer names that owner.
--- A shape says how a request reaches C and how its answer comes back: call
--- (blocks), try (answers on this thread or says it would wait), submit (a
--- job into an inbox), answer (a resv_answer_t to a table). Each passes the
--- request's strings as arguments of the FFI call, which LuaJIT keeps alive
--- for the call: C reads them only during it (resv_call_args,
--- resv_try_call_args) or copies them before it returns (resv_submit_args).
+-- A shape says how a request (a table of a call's checked arguments, each
+-- read once from the caller's tables) reaches C and how its answer comes
+-- back: call (blocks), try (answers on this thread or says it would wait),
+-- submit (a job into an inbox), answer (a resv_answer_t to a table). Each
+-- passes the request's strings as arguments of the FFI call, which LuaJIT
+-- keeps alive for the call: C reads them only during it or copies them
+-- before it returns (resv_submit_args). ONE's request (sweep's): op, ttl,
+-- version, kt, kn, kk, ot, oid, attempt, mine (the answer may reuse ot, oid).
 local ONE = {}
 
 function ONE.call(h, r, timeout, answer)
@@ -351,6 +231,15 @@ function ONE.answer(a, r, into)
   return answer_table(a, nil, r.oid, r.attempt, into)
 end
 
+-- The error of a finished job that has no answer.
+local function job_failure(job)
+  local err = resv_job_error(job)
+  if err ~= nil and err.code ~= 0 then
+    return error_string(err)
+  end
+  return "server: the job finished without an answer"
+end
+
 -- Reads a finished job, frees it and returns the answer or nil, err.
 local function finish_job(job, shape, r, into)
   local res, msg
@@ -358,12 +247,7 @@ local function finish_job(job, shape, r, into)
   if a ~= nil then
     res = shape.answer(a, r, into)
   else
-    local err = resv_job_error(job)
-    if err ~= nil and err.code ~= 0 then
-      msg = error_string(err)
-    else
-      msg = "server: the job finished without an answer"
-    end
+    msg = job_failure(job)
   end
   ffi_gc(job, nil)
   resv_job_destroy(job)
@@ -418,6 +302,72 @@ local function call(t, shape, r, opts)
   return shape.answer(answer_buf, r, into)
 end
 
+-- A single-key call (reserve, confirm, abandon, release, get) runs as
+-- call() runs a shape, its request's fields as arguments, not a table: a
+-- call that waits keeps them on its own stack while parked, and allocates
+-- nothing for them. aot: the owner's tenant when the answer may reuse the
+-- owner (a reserve or confirm), else nil. wait_one waits as wait_call.
+local function wait_one(h, timeout, into, w, inbox, op, ttl, version,
+                        kt, kn, kk, ot, oid, attempt, aot)
+  local started = resv_clock_ms()
+  local job = resv_submit_args(h, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                               #kk, kk, #ot, ot, #oid, oid,
+                               #attempt, attempt, inbox, err_buf)
+  if job == nil then
+    return nil, error_string(err_buf)
+  end
+  if not resv_job_done(job) then
+    job = ffi_gc(job, resv_job_destroy)
+    if not w.wait(job, inbox ~= nil, started) then
+      return give_up(job, started)
+    end
+  end
+  local res, msg
+  local a = resv_job_answer(job)
+  if a ~= nil then
+    res = answer_table(a, aot, oid, attempt, into)
+  else
+    msg = job_failure(job)
+  end
+  ffi_gc(job, nil)
+  resv_job_destroy(job)
+  return res, msg
+end
+
+local function one(t, opts, op, ttl, version, kt, kn, kk, ot, oid, attempt, aot)
+  local timeout, into = call_opts(opts)
+  if not timeout then return nil, into end -- (then into is the error)
+  local h = t.handle
+  if t.tries then
+    if resv_try_call_args(h, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                          #kk, kk, #ot, ot, #oid, oid,
+                          #attempt, attempt, answer_buf, err_buf) then
+      return answer_table(answer_buf, aot, oid, attempt, into)
+    end
+    if err_buf.code ~= 0 then
+      return nil, error_string(err_buf)
+    end
+  end
+  if not t.inline then
+    local inbox, err = spawned_inbox()
+    if inbox then
+      return wait_one(h, timeout, into, sched, inbox, op, ttl, version,
+                      kt, kn, kk, ot, oid, attempt, aot)
+    elseif inbox == nil then
+      return nil, err
+    elseif host_waiter.usable() then
+      return wait_one(h, timeout, into, host_waiter, host_waiter.inbox(), op, ttl,
+                      version, kt, kn, kk, ot, oid, attempt, aot)
+    end
+  end
+  if not resv_call_args(h, op, ttl, version, timeout, #kt, kt, #kn, kn,
+                        #kk, kk, #ot, ot, #oid, oid,
+                        #attempt, attempt, answer_buf, err_buf) then
+    return nil, error_string(err_buf)
+  end
+  return answer_table(answer_buf, aot, oid, attempt, into)
+end
+
 ---------------------------------------------------------------------------
 -- Methods
 
@@ -440,9 +390,7 @@ function Type:reserve(key, owner, attempt, ttl_ms, opts)
   local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
                                  "a positive integer (milliseconds)")
   if not ttl then return nil, err end
-  return call(self, ONE, { op = OP_RESERVE, ttl = ttl, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = attempt,
-                          mine = true }, opts)
+  return one(self, opts, OP_RESERVE, ttl, 0, kt, kn, kk, ot, oid, attempt, ot)
 end
 
 function Type:confirm(key, owner, version, opts)
@@ -454,9 +402,7 @@ function Type:confirm(key, owner, version, opts)
   local v, err = check_integer("version", version, 0, MAX_INTEGER,
                                "a non-negative integer", true)
   if not v then return nil, err end
-  return call(self, ONE, { op = OP_CONFIRM, ttl = 0, version = v, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = "",
-                          mine = true }, opts)
+  return one(self, opts, OP_CONFIRM, 0, v, kt, kn, kk, ot, oid, "", ot)
 end
 
 function Type:abandon(key, owner, attempt, opts)
@@ -468,9 +414,7 @@ function Type:abandon(key, owner, attempt, opts)
   if type(attempt) ~= "string" then
     return nil, expected("attempt", "a string", attempt)
   end
-  return call(self, ONE, { op = OP_ABANDON, ttl = 0, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = attempt,
-                          mine = false }, opts)
+  return one(self, opts, OP_ABANDON, 0, 0, kt, kn, kk, ot, oid, attempt, nil)
 end
 
 function Type:release(key, owner, opts)
@@ -479,18 +423,14 @@ function Type:release(key, owner, opts)
   if not kt then return nil, kn end
   local ot, oid = owner_fields(owner)
   if not ot then return nil, oid end
-  return call(self, ONE, { op = OP_RELEASE, ttl = 0, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = ot, oid = oid, attempt = "",
-                          mine = false }, opts)
+  return one(self, opts, OP_RELEASE, 0, 0, kt, kn, kk, ot, oid, "", nil)
 end
 
 function Type:get(key, opts)
   check_type(self, "get")
   local kt, kn, kk = key_fields(key)
   if not kt then return nil, kn end
-  return call(self, ONE, { op = OP_GET, ttl = 0, version = 0, kt = kt, kn = kn,
-                          kk = kk, ot = "", oid = "", attempt = "",
-                          mine = false }, opts)
+  return one(self, opts, OP_GET, 0, 0, kt, kn, kk, "", "", "", nil)
 end
 
 local SWEEP = { op = OP_SWEEP, ttl = 0, version = 0, kt = "", kn = "", kk = "",
