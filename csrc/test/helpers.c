@@ -188,6 +188,21 @@ Suite *test_suite(const char *name, const char *tcase, double timeout, void (*se
   return s;
 }
 
+Suite *test_suite_loops(const char *name, const char *tcase, double timeout,
+                        void (*setup)(void), void (*teardown)(void),
+                        const test_entry_t *tests) {
+  static const TTest *const none[] = {NULL};
+  Suite *s = suite_create(name);
+  TCase *tc = test_tcase(s, tcase, timeout, setup, teardown, none);
+  for (; tests->test; tests++) {
+    if (tests->to)
+      tcase_add_loop_test(tc, tests->test, tests->from, tests->to);
+    else
+      tcase_add_test(tc, tests->test);
+  }
+  return s;
+}
+
 void test_with_lmdb(const char *dir, const char *db, unsigned int flags, size_t mapsize,
                     void (*fn)(MDB_txn *, MDB_dbi, void *), void *arg) {
   MDB_env *env;

@@ -140,16 +140,14 @@ START_TEST(an_answer_of_several_keys_owns_each_answer) {
 END_TEST
 
 Suite *job_suite(void) {
-  Suite *s = suite_create("job");
-  TCase *tc = tcase_create("wait");
-  tcase_set_timeout(tc, 30);
   int n = (int)(sizeof huge_timeouts / sizeof huge_timeouts[0]);
-  tcase_add_loop_test(tc, a_timeout_past_int64_waits_for_the_answer, 0, n);
-  tcase_add_loop_test(tc, an_inbox_timeout_past_int64_waits_for_the_answer, 0, n);
-  tcase_add_test(tc, a_zero_timeout_does_not_wait);
-  tcase_add_test(tc, a_job_copies_the_keys_of_a_request);
-  tcase_add_test(tc, a_single_key_job_keeps_no_keys);
-  tcase_add_test(tc, an_answer_of_several_keys_owns_each_answer);
-  suite_add_tcase(s, tc);
-  return s;
+  const test_entry_t tests[] = {
+      {a_timeout_past_int64_waits_for_the_answer, 0, n},
+      {an_inbox_timeout_past_int64_waits_for_the_answer, 0, n},
+      {a_zero_timeout_does_not_wait, 0, 0},
+      {a_job_copies_the_keys_of_a_request, 0, 0},
+      {a_single_key_job_keeps_no_keys, 0, 0},
+      {an_answer_of_several_keys_owns_each_answer, 0, 0},
+      {NULL, 0, 0}};
+  return test_suite_loops("job", "wait", 30, NULL, NULL, tests);
 }

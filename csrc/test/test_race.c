@@ -70,11 +70,9 @@ START_TEST(one_winner_on_mongo) { run_race(test_mongo_uri()); }
 END_TEST
 
 Suite *race_suite(void) {
-  Suite *s = suite_create("race");
-  TCase *tc = tcase_create("race");
-  tcase_set_timeout(tc, 60);
-  tcase_add_loop_test(tc, one_winner_on_memory, 0, 20);
-  tcase_add_loop_test(tc, one_winner_on_mongo, 0, 3);
-  suite_add_tcase(s, tc);
-  return s;
+  const test_entry_t tests[] = {
+      {one_winner_on_memory, 0, 20},
+      {one_winner_on_mongo, 0, 3},
+      {NULL, 0, 0}};
+  return test_suite_loops("race", "race", 60, NULL, NULL, tests);
 }

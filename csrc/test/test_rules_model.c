@@ -240,11 +240,9 @@ START_TEST(file_store_answers_as_the_rules) {
 END_TEST
 
 Suite *rules_model_suite(void) {
-  Suite *s = suite_create("rules_model");
-  TCase *tc = tcase_create("model");
-  tcase_set_timeout(tc, 300);
-  tcase_add_loop_test(tc, memory_store_answers_as_the_rules, 0, 4);
-  tcase_add_loop_test(tc, file_store_answers_as_the_rules, 0, 2);
-  suite_add_tcase(s, tc);
-  return s;
+  const test_entry_t tests[] = {
+      {memory_store_answers_as_the_rules, 0, 4},
+      {file_store_answers_as_the_rules, 0, 2},
+      {NULL, 0, 0}};
+  return test_suite_loops("rules_model", "model", 300, NULL, NULL, tests);
 }

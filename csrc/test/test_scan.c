@@ -232,15 +232,13 @@ START_TEST(put_writes_a_free_key_only) {
 END_TEST
 
 Suite *scan_suite(void) {
-  Suite *s = suite_create("scan");
-  TCase *tc = tcase_create("scan");
-  tcase_set_timeout(tc, 60);
-  tcase_add_loop_test(tc, paged_scan_sees_every_reservation_once, FILE_STORE, MONGO + 1);
-  tcase_add_loop_test(tc, a_scan_writes_nothing, FILE_STORE, MONGO + 1);
-  tcase_add_loop_test(tc, bad_limits_and_cursors_are_invalid, FILE_STORE, MONGO + 1);
-  tcase_add_loop_test(tc, the_store_lists_its_types_sorted, FILE_STORE, MONGO + 1);
-  tcase_add_loop_test(tc, put_writes_a_free_key_only, FILE_STORE, MONGO + 1);
-  tcase_add_test(tc, the_memory_store_has_no_scan);
-  suite_add_tcase(s, tc);
-  return s;
+  const test_entry_t tests[] = {
+      {paged_scan_sees_every_reservation_once, FILE_STORE, MONGO + 1},
+      {a_scan_writes_nothing, FILE_STORE, MONGO + 1},
+      {bad_limits_and_cursors_are_invalid, FILE_STORE, MONGO + 1},
+      {the_store_lists_its_types_sorted, FILE_STORE, MONGO + 1},
+      {put_writes_a_free_key_only, FILE_STORE, MONGO + 1},
+      {the_memory_store_has_no_scan, 0, 0},
+      {NULL, 0, 0}};
+  return test_suite_loops("scan", "scan", 60, NULL, NULL, tests);
 }

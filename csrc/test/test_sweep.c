@@ -410,20 +410,16 @@ START_TEST(test_file_sweep_covers_more_than_one_chunk) {
 END_TEST
 
 Suite *sweep_suite(void) {
-  Suite *s = suite_create("sweep");
-  TCase *tc = tcase_create("sweep");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_memory_churn_stays_bounded_and_reclaimed_keys_are_absent);
-  tcase_add_test(tc, test_memory_reclaims_neither_confirmed_nor_within_the_grace);
-  tcase_add_test(tc, test_memory_reclaims_short_ttls_behind_long_ones);
-  tcase_add_test(tc, test_sweep_grace_ms_out_of_range_is_invalid);
-  tcase_add_loop_test(tc, test_sweep_deletes_exactly_the_expired_past_the_grace, MEMORY,
-                      MONGO + 1);
-  tcase_add_test(tc, test_sweep_needs_no_key_and_checks_its_timeout);
-  tcase_add_loop_test(tc, test_sweep_racing_reserve_never_deletes_a_live_reservation,
-                      MEMORY, MONGO + 1);
-  tcase_add_test(tc, test_mongo_sweep_leaves_foreign_documents_and_the_format_record);
-  tcase_add_test(tc, test_file_sweep_covers_more_than_one_chunk);
-  suite_add_tcase(s, tc);
-  return s;
+  const test_entry_t tests[] = {
+      {test_memory_churn_stays_bounded_and_reclaimed_keys_are_absent, 0, 0},
+      {test_memory_reclaims_neither_confirmed_nor_within_the_grace, 0, 0},
+      {test_memory_reclaims_short_ttls_behind_long_ones, 0, 0},
+      {test_sweep_grace_ms_out_of_range_is_invalid, 0, 0},
+      {test_sweep_deletes_exactly_the_expired_past_the_grace, MEMORY, MONGO + 1},
+      {test_sweep_needs_no_key_and_checks_its_timeout, 0, 0},
+      {test_sweep_racing_reserve_never_deletes_a_live_reservation, MEMORY, MONGO + 1},
+      {test_mongo_sweep_leaves_foreign_documents_and_the_format_record, 0, 0},
+      {test_file_sweep_covers_more_than_one_chunk, 0, 0},
+      {NULL, 0, 0}};
+  return test_suite_loops("sweep", "sweep", 120, NULL, NULL, tests);
 }

@@ -36,6 +36,18 @@ TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void
 Suite *test_suite(const char *name, const char *tcase, double timeout, void (*setup)(void),
                   void (*teardown)(void), const TTest *const *tests);
 
+/* One test of a list with loop tests: to 0, a plain test; else a loop
+ * test over from .. to-1. A list ends with {NULL}. */
+typedef struct test_entry {
+  const TTest *test;
+  int from, to;
+} test_entry_t;
+
+/* test_suite of a list with loop tests, added in order. */
+Suite *test_suite_loops(const char *name, const char *tcase, double timeout,
+                        void (*setup)(void), void (*teardown)(void),
+                        const test_entry_t *tests);
+
 /* Opens the LMDB environment of dir directly (no store may have it open
  * in this process), database db with flags (MDB_CREATE or 0), mapsize
  * bytes when not 0, and runs fn in one write transaction, committed. */
