@@ -33,7 +33,7 @@ static inline void app_name(char *buf, size_t size, const char *what) {
 }
 
 static inline void fail_on(const char *app, const char *mode, const char *commands,
-                    const char *action) {
+                           const char *action) {
   char data[512];
   snprintf(data, sizeof data, "{\"failCommands\": %s, \"appName\": \"%s\", %s}",
            commands, app, action);
@@ -48,7 +48,7 @@ static inline bool is_fault_code(int32_t code) {
 
 /* The one call of op on key for ANN, attempt "a", version 7. */
 static inline bool op_call(resv_type_t *t, int32_t op, const char *key, resv_answer_t *a,
-                    resv_error_t *err, int64_t *took) {
+                           resv_error_t *err, int64_t *took) {
   resv_request_t r = {.op = op, .key = K(key), .owner = *ANN(),
                       .attempt = resv_cstr("a"), .ttl_ms = 60000, .version = 7};
   int64_t start = resv__monotonic_ms();
@@ -74,7 +74,7 @@ static inline void expect_absent_or_ours(resv_type_t *t, const char *key, bool p
 
 /* Calls op until it answers, up to limit_ms; returns how long it took. */
 static inline int64_t until_answered(resv_type_t *t, int32_t op, const char *key,
-                              int64_t limit_ms, resv_answer_t *a) {
+                                     int64_t limit_ms, resv_answer_t *a) {
   int64_t start = resv__monotonic_ms();
   resv_error_t err;
   for (;;) {

@@ -42,7 +42,7 @@ static inline void unique_name(char *buf, size_t size, const char *prefix) {
 }
 
 static inline bool call_fails(resv_type_t *t, const resv_request_t *r, int32_t code,
-                       resv_error_t *err) {
+                              resv_error_t *err) {
   resv_answer_t a = {0};
   bool ok = resv_call(t, r, &a, err);
   resv_answer_clear(&a);
