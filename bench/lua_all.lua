@@ -77,6 +77,12 @@ end
 
 print(string.format("== reserve_all from Lua, memory store (%d sign-ups a round, median of %d)",
                     KEYS, ROUNDS))
+-- Each round's own ratio of reserve_all to its reserve (the rounds
+-- interleave the ways), before the lists are sorted.
+local per_round = {}
+for i = 1, ROUNDS do
+  per_round[i] = figures["reserve_all 2"][i] / figures["reserve x1"][i]
+end
 local one, two = median(figures["reserve x1"]), median(figures["reserve x2"])
 for _, way in ipairs(WAYS) do
   local list = figures[way[1]]
@@ -84,4 +90,7 @@ for _, way in ipairs(WAYS) do
   print(string.format("  %-14s %7.0f ns  (min %.0f, max %.0f)  %.2fx one reserve  %.2fx two",
                       way[1], m, list[1], list[#list], m / one, m / two))
 end
+local ratio = median(per_round)
+print(string.format("ratio reserve_all_over_reserve %.2f (min %.2f, max %.2f over %d rounds)",
+                    ratio, per_round[1], per_round[#per_round], ROUNDS))
 store:close()

@@ -68,10 +68,11 @@ bool resv__utf8_valid(const char *str, size_t len) {
 }
 
 /* Checks one string, named in errors as "<where>.<field>" (where NULL:
- * "<field>"): the name is only written out when the check fails, the
- * calls that pass (all but a few) print nothing. */
-static bool check_string(const char *where, const char *field, const resv_str_t *s,
-                         bool required, size_t max, resv_error_t *err) {
+ * "<field>"), or "<where>[<index>].<field>" when index is not 0 (key
+ * index of a *_all op's list): the name is only written out when the
+ * check fails, the calls that pass (all but a few) print nothing. */
+static bool check_string(const char *where, size_t index, const char *field,
+                         const resv_str_t *s, bool required, size_t max, resv_error_t *err) {
   const char *problem;
   if (!s->ptr && s->len)
     problem = "NULL pointer";
@@ -83,12 +84,16 @@ static bool check_string(const char *where, const char *field, const resv_str_t 
     return true;
   else
     problem = memchr(s->ptr, '\0', s->len) ? "contains a NUL byte" : "not valid UTF-8";
-  const char *dot = where ? "." : "";
-  if (!where) where = "";
+  char name[64];
+  if (!where)
+    snprintf(name, sizeof name, "%s", field);
+  else if (index)
+    snprintf(name, sizeof name, "%s[%zu].%s", where, index, field);
+  else
+    snprintf(name, sizeof name, "%s.%s", where, field);
   if (!problem)
-    return resv__fail(err, RESV_EINVALID, "%s%s%s: longer than %zu bytes", where, dot,
-                      field, max);
-  return resv__fail(err, RESV_EINVALID, "%s%s%s: %s", where, dot, field, problem);
+    return resv__fail(err, RESV_EINVALID, "%s: longer than %zu bytes", name, max);
+  return resv__fail(err, RESV_EINVALID, "%s: %s", name, problem);
 }
 
 bool resv__op_is_all(int32_t op) {
@@ -106,11 +111,10 @@ int32_t resv__op_single(int32_t op) {
 
 /* Key i of a *_all op's keys (from 1), or the request's key (i 0). */
 static bool check_key(size_t i, const resv_key_t *k, size_t max, resv_error_t *err) {
-  char where[32] = "key";
-  if (i) snprintf(where, sizeof where, "keys[%zu]", i);
-  return check_string(where, "tenant", &k->tenant, false, max, err) &&
-         check_string(where, "namespace", &k->ns, true, max, err) &&
-         check_string(where, "key", &k->key, true, max, err);
+  const char *where = i ? "keys" : "key";
+  return check_string(where, i, "tenant", &k->tenant, false, max, err) &&
+         check_string(where, i, "namespace", &k->ns, true, max, err) &&
+         check_string(where, i, "key", &k->key, true, max, err);
 }
 
 /* The keys of a *_all op: 1 to max_keys, each valid, no two the same. */
@@ -147,8 +151,8 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
     return false;
   if (req->op == RESV_OP_GET) return true;
 
-  if (!check_string(NULL, "owner.tenant", &req->owner.tenant, false, max, err) ||
-      !check_string(NULL, "owner.id", &req->owner.id, true, max, err))
+  if (!check_string(NULL, 0, "owner.tenant", &req->owner.tenant, false, max, err) ||
+      !check_string(NULL, 0, "owner.id", &req->owner.id, true, max, err))
     return false;
   switch (resv__op_single(req->op)) {
   case RESV_OP_RESERVE:
@@ -156,9 +160,9 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
       return resv__fail(err, RESV_EINVALID,
                         "ttl: must be from 1 to %lld ms, got %lld",
                         (long long)RESV__MAX_TTL_MS, (long long)req->ttl_ms);
-    return check_string(NULL, "attempt", &req->attempt, true, max, err);
+    return check_string(NULL, 0, "attempt", &req->attempt, true, max, err);
   case RESV_OP_ABANDON:
-    return check_string(NULL, "attempt", &req->attempt, true, max, err);
+    return check_string(NULL, 0, "attempt", &req->attempt, true, max, err);
   case RESV_OP_CONFIRM:
     if (req->version < 0)
       return resv__fail(err, RESV_EINVALID, "version: must not be negative, got %lld",
@@ -172,7 +176,7 @@ bool resv__validate_request(const resv_request_t *req, const resv__limits_t *lim
 static bool check_type_name(const char *what, const char *s, size_t len,
                             resv_error_t *err) {
   resv_str_t str = {s, len};
-  if (!check_string(NULL, what, &str, true, RESV__MAX_NAMESPACE, err)) return false;
+  if (!check_string(NULL, 0, what, &str, true, RESV__MAX_NAMESPACE, err)) return false;
   for (size_t i = 0; i < len; i++) {
     if (s[i] == '.' || s[i] == '$')
       return resv__fail(err, RESV_EINVALID, "%s: must not contain '%c'", what, s[i]);

@@ -110,16 +110,13 @@ resv__gate_t *resv__gate_open(const char *dir, resv_error_t *err) {
   int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0660);
   if (fd < 0) {
     resv__fail(err, RESV_EUNAVAILABLE, "open: %s: %s", file, strerror(errno));
-    free(g);
-    return NULL;
-  }
-  if (flock(fd, LOCK_EX) == 0) {
+  } else if (flock(fd, LOCK_EX) == 0) {
     g->page = map_page(fd, file, err);
     flock(fd, LOCK_UN);
   } else {
     resv__fail(err, RESV_EUNAVAILABLE, "open: %s: flock: %s", file, strerror(errno));
   }
-  close(fd); /* the mapping stays */
+  if (fd >= 0) close(fd); /* the mapping stays */
   if (!g->page) {
     free(g);
     return NULL;

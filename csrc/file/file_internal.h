@@ -1,12 +1,13 @@
-/* file_internal.h: what the two files of the file store share.
+/* file_internal.h: what runs inside one transaction of the file store,
+ * and the write gate.
  *
- * file_store.c opens the LMDB environment (one per directory per process),
- * checks that it is a resv store, sets each type's database up and runs
- * every call in a transaction: inline for sync = "process", through group
- * commit on the dispatcher for sync = "disk". file_ops.c is what runs
- * inside a transaction: the rules of docs/design.md section 5 over the records
- * (file_record.h) and the reclaiming of expired reservations. The store
- * sees only resv__file_open (file.h). */
+ * The parts that open the environment and begin the transactions
+ * (file_env.h) call these: file_ops.c applies the rules of docs/design.md
+ * section 5 over the records (file_record.h), file_reclaim.c deletes
+ * expired reservations, file_format.c checks a type's format record,
+ * file_scan.c reads a page of a scan, file_chain.c links the records,
+ * file_upgrade.c rewrites a store of format 1. None of them begins or
+ * ends a transaction. The store sees only resv__file_open (file.h). */
 #ifndef RESV_FILE_INTERNAL_H
 #define RESV_FILE_INTERNAL_H
 

@@ -22,10 +22,7 @@
  * decide. Every answer is filled before the record is written, because a
  * write may move the pages the decoded record points into.
  *
- * Reclaiming walks the database a few records per write transaction from
- * where the previous walk stopped, so each write pays O(1) visits and a
- * full pass over n records takes n / steps writes: expired reservations go
- * within a bounded delay, and no call ever pauses for the whole store. */
+ * Reclaiming is file_reclaim.c's, the format record file_format.c's. */
 #include "file_internal.h"
 #include "file_record.h"
 #include "rules.h"
@@ -38,8 +35,6 @@
 #define HASHED_PREFIX 17 /* tag and 16 bytes of hash */
 #define HASHED_KEY (HASHED_PREFIX + 4)
 #define HOLDS_ON_STACK 16
-
-static const unsigned char format_key[] = "\0format";
 
 /* A reservation's record as found by lookup. */
 typedef struct found {
@@ -373,7 +368,7 @@ static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
 /* Writes each key's decision on its record looked up anew: a write to one
  * key may move the pages, or change the link, of another's record. A
  * failure after a write returns an LMDB-level error, so that the store
- * aborts the transaction (a batch of the group commit included) and no
+ * aborts the transaction (a batch of the commit queue included) and no
  * key of the call is written. */
 static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
                      const resv__decision_t *d, resv_error_t *err, bool *ok) {
@@ -493,148 +488,4 @@ int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t 
   }
   *outcome = RESV_PUT_ADDED;
   return put(txn, ft->dbi, &f, &w);
-}
-
-/* ---- reclaiming --------------------------------------------------------- */
-
-/* True for a sound pending reservation that expired at or before limit;
- * a damaged record is left where it is, for resv check to show. */
-static bool reclaimable(const resv__file_bounds_t *b, const MDB_val *key, const MDB_val *val,
-                        int64_t limit) {
-  const unsigned char *k = key->mv_data;
-  if (key->mv_size < 1 || (k[0] != RESV__FILE_TAG_KEY && k[0] != RESV__FILE_TAG_HASHED))
-    return false;
-  if (!resv__file_in_map(b, key, val)) return false;
-  resv__file_rec_t rec;
-  if (!resv__file_rec_decode(key, val, &rec, NULL)) return false;
-  bool expired = resv__rules_reclaimable(rec.state == RESV_STATE_CONFIRMED, rec.expires_at, limit);
-  resv__file_rec_free(&rec);
-  return expired;
-}
-
-/* Keys to delete once a walk's cursor is done with them. */
-typedef struct doomed {
-  unsigned char *p;
-  size_t len, cap;
-} doomed_t;
-
-static bool doom(doomed_t *d, const MDB_val *key) {
-  size_t need = d->len + 2 + key->mv_size;
-  if (need > d->cap) {
-    size_t cap = need > 2 * d->cap ? need : 2 * d->cap;
-    unsigned char *p = realloc(d->p, cap);
-    if (!p) return false;
-    d->p = p;
-    d->cap = cap;
-  }
-  d->p[d->len] = (unsigned char)(key->mv_size >> 8);
-  d->p[d->len + 1] = (unsigned char)key->mv_size;
-  memcpy(d->p + d->len + 2, key->mv_data, key->mv_size);
-  d->len = need;
-  return true;
-}
-
-/* Deletes the doomed keys in order, each relinking the one after it. */
-static int delete_doomed(MDB_txn *txn, MDB_dbi dbi, const doomed_t *d, size_t *deleted) {
-  for (size_t at = 0; at < d->len;) {
-    MDB_val key = {(size_t)d->p[at] << 8 | d->p[at + 1], d->p + at + 2};
-    int rc = resv__file_chain_delete(txn, dbi, &key);
-    if (rc) return rc;
-    ++*deleted;
-    at += 2 + key.mv_size;
-  }
-  return 0;
-}
-
-int resv__file_walk(MDB_txn *txn, MDB_dbi dbi, unsigned char *at,
-                    size_t *at_len, int64_t limit, size_t steps,
-                    size_t *deleted) {
-  MDB_cursor *c;
-  MDB_val key, val;
-  resv__file_bounds_t b;
-  doomed_t d = {0};
-  resv__file_bounds_of(txn, false, &b);
-  int rc = mdb_cursor_open(txn, dbi, &c);
-  if (rc) return rc;
-  if (*at_len) {
-    key.mv_data = at;
-    key.mv_size = *at_len;
-    rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
-  } else {
-    rc = mdb_cursor_get(c, &key, &val, MDB_FIRST);
-  }
-  for (size_t i = 0; rc == 0 && i < steps; i++) {
-    if (reclaimable(&b, &key, &val, limit) && !doom(&d, &key)) rc = ENOMEM;
-    if (rc == 0) rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
-  }
-  if (rc == MDB_NOTFOUND) {
-    *at_len = 0; /* the end: the next walk starts again */
-    rc = 0;
-  } else if (rc == 0) {
-    memcpy(at, key.mv_data, key.mv_size);
-    *at_len = key.mv_size;
-  }
-  mdb_cursor_close(c);
-  if (rc == 0) rc = delete_doomed(txn, dbi, &d, deleted);
-  free(d.p);
-  return rc;
-}
-
-int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
-                       size_t steps, size_t *deleted) {
-  return resv__file_walk(txn, ft->dbi, ft->sweep_at, &ft->sweep_len, limit,
-                         steps, deleted);
-}
-
-/* ---- the format record --------------------------------------------------- */
-
-int resv__file_type_listed(MDB_txn *txn, const char *collection, bool add, bool *listed) {
-  MDB_dbi marker;
-  char name[RESV__MAX_NAMESPACE + 8];
-  int n = snprintf(name, sizeof name, "type %s", collection);
-  MDB_val key = {(size_t)n, name}, val = {0, (void *)""};
-  int rc = mdb_dbi_open(txn, "resv", 0, &marker);
-  if (rc) return rc;
-  rc = mdb_get(txn, marker, &key, &val);
-  *listed = rc == 0;
-  if (rc == MDB_NOTFOUND && add) {
-    val.mv_size = 0;
-    return mdb_put(txn, marker, &key, &val, 0);
-  }
-  return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-int resv__file_format(MDB_txn *txn, MDB_dbi dbi, const char *collection,
-                      resv_error_t *err, bool *ok) {
-  MDB_val key = {sizeof format_key - 1, (void *)format_key}, val;
-  *ok = true;
-  int rc = mdb_get(txn, dbi, &key, &val);
-  if (rc == MDB_NOTFOUND) {
-    bool listed;
-    if ((rc = resv__file_type_listed(txn, collection, true, &listed))) return rc;
-    if (listed) {
-      *ok = resv__fail_format(err, collection,
-                              "the type has no format record but the store lists it: "
-                              "the file is damaged");
-      return 0;
-    }
-    resv__file_buf_t w;
-    if (!resv__file_format_encode(&w, &key, 1, resv__file_key_link(&key))) {
-      resv__file_buf_free(&w);
-      return ENOMEM;
-    }
-    val.mv_data = w.p;
-    val.mv_size = w.len;
-    rc = mdb_put(txn, dbi, &key, &val, 0);
-    resv__file_buf_free(&w);
-    return rc;
-  }
-  if (rc) return rc;
-  int32_t format;
-  const char *why;
-  if (!resv__file_format_decode(&key, &val, &format, &why))
-    *ok = resv__fail_format(err, collection, why);
-  else if (format != 1)
-    *ok = resv__fail_format_number(err, collection, true, format);
-  return 0;
 }

@@ -223,17 +223,14 @@ static int checkpoint(resv__file_state_t *s, int64_t deadline) {
   if (!resv__gate_try(s->gate) &&
       !resv__gate_enter(s->gate, deadline, "checkpoint", &gate_err))
     return ETIMEDOUT;
-  for (;;) { /* as file_store.c's begin_txn: adopt a map another process grew */
+  for (;;) { /* as file_txn.c's resv__file_begin_txn: adopt a map another process grew */
     pthread_rwlock_rdlock(s->resize);
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != MDB_MAP_RESIZED) break;
     pthread_rwlock_unlock(s->resize);
     pthread_rwlock_wrlock(s->resize);
     rc = mdb_env_set_mapsize(s->env, 0);
     pthread_rwlock_unlock(s->resize);
-    if (rc) {
-      resv__gate_leave(s->gate);
-      return rc;
-    }
+    if (rc) goto leave_gate;
   }
   if (rc == 0) {
     bool dirty = true, unused;
@@ -248,6 +245,7 @@ static int checkpoint(resv__file_state_t *s, int64_t deadline) {
     mdb_txn_abort(txn);
   }
   pthread_rwlock_unlock(s->resize);
+leave_gate:
   resv__gate_leave(s->gate);
   return rc;
 }

@@ -332,21 +332,21 @@ static bool entry_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes
 }
 
 /* The views of r's keys into v, their holds decoded into *holds (room
- * for VIEW_HOLDS_ON_STACK; past that an allocation, the caller's to free). */
+ * for VIEW_HOLDS_ON_STACK; past that an allocation, the caller's to free).
+ * e: room for r->nkeys entries, each key's found once (a find that makes
+ * room may move a stripe's chains, never its entries). */
 static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, bool writes,
-                     resv__view_t *v, resv_str_t **holds, resv_error_t *err) {
+                     resv__view_t *v, entry_t **e, resv_str_t **holds, resv_error_t *err) {
   size_t total = 0, at = 0;
-  entry_t *e;
   for (size_t i = 0; i < r->nkeys; i++) {
-    if (!entry_of(t, hash[i], &r->keys[i], writes, &e, err)) return false;
-    total += e ? e->nholds : 0;
+    if (!entry_of(t, hash[i], &r->keys[i], writes, &e[i], err)) return false;
+    total += e[i] ? e[i]->nholds : 0;
   }
   if (total > VIEW_HOLDS_ON_STACK && !(*holds = malloc(total * sizeof **holds)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
   for (size_t i = 0; i < r->nkeys; i++) {
-    entry_of(t, hash[i], &r->keys[i], false, &e, err);
-    view_of(e, *holds + at, &v[i]);
-    at += e ? e->nholds : 0;
+    view_of(e[i], *holds + at, &v[i]);
+    at += e[i] ? e[i]->nholds : 0;
   }
   return true;
 }
@@ -355,9 +355,9 @@ static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, 
  * may move the chains of a stripe another key shares. */
 static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
                       const resv__decision_t *d, resv_error_t *err) {
+  resv_request_t one = *r;
   for (size_t i = 0; i < r->nkeys; i++) {
     if (d[i].write == RESV__WRITE_NOTHING) continue;
-    resv_request_t one = *r;
     one.key = r->keys[i];
     stripe_t *s = &t->stripes[hash[i] & (STRIPES - 1)];
     entry_t *none = NULL, **slot = find_slot(s, hash[i], &one.key, true, &none);
@@ -373,6 +373,7 @@ static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
 typedef struct per_key {
   resv__view_t v[ALL_ON_STACK];
   resv__decision_t d[ALL_ON_STACK];
+  entry_t *e[ALL_ON_STACK];
   uint32_t hash[ALL_ON_STACK];
 } per_key_t;
 
@@ -385,13 +386,15 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
   per_key_t on_stack;
   resv__view_t *v = on_stack.v;
   resv__decision_t *d = on_stack.d;
+  entry_t **e = on_stack.e;
   uint32_t *hash = on_stack.hash;
   resv_str_t holds_on_stack[VIEW_HOLDS_ON_STACK], *holds = holds_on_stack;
   if (n > ALL_ON_STACK) {
-    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *hash))))
+    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *e + sizeof *hash))))
       return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
     d = (resv__decision_t *)(v + n);
-    hash = (uint32_t *)(d + n);
+    e = (entry_t **)(void *)(d + n);
+    hash = (uint32_t *)(void *)(e + n);
   }
   uint64_t set = 0;
   int32_t status;
@@ -400,7 +403,7 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
     set |= UINT64_C(1) << (hash[i] & (STRIPES - 1));
   }
   if (t) lock_stripes(t, set);
-  bool ok = views_of(t, r, hash, writes, v, &holds, err) &&
+  bool ok = views_of(t, r, hash, writes, v, e, &holds, err) &&
             resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
             resv__rules_answer_all(v, d, status, r, a, err) &&
             (!t || apply_all(t, r, hash, d, err));

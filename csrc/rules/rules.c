@@ -238,8 +238,9 @@ bool resv__rules_decide_all(const resv__view_t *v, const resv_request_t *r, int6
                             int32_t max_holds, resv__decision_t *d, int32_t *status,
                             resv_error_t *err) {
   bool conflict = false;
+  resv_request_t one = key_request(r, 0);
   for (size_t i = 0; i < r->nkeys; i++) {
-    resv_request_t one = key_request(r, i);
+    one.key = r->keys[i];
     if (!resv__rules_decide(&v[i], &one, now, max_holds, &d[i], err)) return false;
     conflict = conflict || d[i].status == RESV_CONFLICT;
   }

@@ -189,3 +189,20 @@ resv_store_t *emu_open(const char *uri, resv_options_t o) {
                 resv_code_name(err.code), err.message);
   return s;
 }
+
+bool emu_admin(mongoc_client_t *client, bson_t *cmd, bool primary, const char *field,
+               char *out, size_t size) {
+  mongoc_read_prefs_t *prefs =
+      mongoc_read_prefs_new(primary ? MONGOC_READ_PRIMARY : MONGOC_READ_NEAREST);
+  bson_t reply;
+  bson_error_t error;
+  bson_iter_t it;
+  bool ok = mongoc_client_command_simple(client, "admin", cmd, prefs, &reply, &error);
+  if (ok && field && bson_iter_init_find(&it, &reply, field) && BSON_ITER_HOLDS_UTF8(&it))
+    snprintf(out, size, "%s", bson_iter_utf8(&it, NULL));
+  if (!ok) fprintf(stderr, "emulator: admin command: %s\n", error.message);
+  bson_destroy(&reply);
+  bson_destroy(cmd);
+  mongoc_read_prefs_destroy(prefs);
+  return ok;
+}

@@ -47,6 +47,13 @@ void emu_failpoint(const char *uri, const char *mode_json, const char *data_json
 /* The next times commands named command from the client named app are
  * held ms milliseconds on uri's server before they run (failCommand's
  * blockConnection). */
+/* An admin command through client ("nearest" unless primary: a live
+ * member even when there is no primary); the reply's string field
+ * `field` (NULL: none) into out. Takes cmd. False, said on stderr, when
+ * the command failed. */
+bool emu_admin(mongoc_client_t *client, bson_t *cmd, bool primary, const char *field,
+               char *out, size_t size);
+
 void emu_block_app(const char *uri, const char *command, const char *app, int times, int ms);
 
 /* A plain client on uri (error API 2) and one collection of its

@@ -139,25 +139,6 @@ static int double_grants(const run_t *run, bool verbose) {
   return found;
 }
 
-/* An admin command on the set; "nearest" reaches a live member even when
- * there is no primary. The reply's string field `field` into out. */
-static bool control(mongoc_client_t *client, bson_t *cmd, bool primary, const char *field,
-                    char *out, size_t size) {
-  mongoc_read_prefs_t *prefs =
-      mongoc_read_prefs_new(primary ? MONGOC_READ_PRIMARY : MONGOC_READ_NEAREST);
-  bson_t reply;
-  bson_error_t error;
-  bson_iter_t it;
-  bool ok = mongoc_client_command_simple(client, "admin", cmd, prefs, &reply, &error);
-  if (ok && field && bson_iter_init_find(&it, &reply, field) && BSON_ITER_HOLDS_UTF8(&it))
-    snprintf(out, size, "%s", bson_iter_utf8(&it, NULL));
-  if (!ok) fprintf(stderr, "failover: control command: %s\n", error.message);
-  bson_destroy(&reply);
-  bson_destroy(cmd);
-  mongoc_read_prefs_destroy(prefs);
-  return ok;
-}
-
 /* One run: the clients work while the primary is killed (and restarted)
  * and stepped down, cycle after cycle; stops after max_cycles, or once a
  * double grant is seen when stop_at_first. Returns the double grants. */
@@ -174,11 +155,11 @@ static int failover_run(int32_t write_concern, int max_cycles, bool stop_at_firs
   mongoc_client_t *admin = mongoc_client_new(e.uri);
   ck_assert_ptr_nonnull(admin);
   mongoc_client_set_error_api(admin, MONGOC_ERROR_API_VERSION_2);
-  ck_assert(control(admin, BCON_NEW("emulatorControl", "lag", "ms", BCON_INT32(lag)),
+  ck_assert(emu_admin(admin, BCON_NEW("emulatorControl", "lag", "ms", BCON_INT32(lag)),
                     false, NULL, NULL, 0));
   /* The cluster's own default is w: 1 (as on a primary-secondary-arbiter
    * set), so only the w the store sends protects it. */
-  ck_assert(control(admin, BCON_NEW("setDefaultRWConcern", BCON_INT32(1),
+  ck_assert(emu_admin(admin, BCON_NEW("setDefaultRWConcern", BCON_INT32(1),
                                     "defaultWriteConcern", "{", "w", BCON_INT32(1), "}"),
                     true, NULL, NULL, 0));
   resv_store_t *s = emu_open(e.uri, (resv_options_t){.threads = CLIENTS,
@@ -193,13 +174,13 @@ static int failover_run(int32_t write_concern, int max_cycles, bool stop_at_firs
   sleep(1);
   while (cycles < max_cycles) {
     killed[0] = '\0';
-    control(admin, BCON_NEW("emulatorControl", "kill", "member", "primary"), true, "killed",
+    emu_admin(admin, BCON_NEW("emulatorControl", "kill", "member", "primary"), true, "killed",
             killed, sizeof killed);
     usleep(1200 * 1000);
     if (killed[0])
-      control(admin, BCON_NEW("emulatorControl", "restart", "member", BCON_UTF8(killed)),
+      emu_admin(admin, BCON_NEW("emulatorControl", "restart", "member", BCON_UTF8(killed)),
               false, NULL, NULL, 0);
-    control(admin, BCON_NEW("replSetStepDown", BCON_INT32(1)), true, NULL, NULL, 0);
+    emu_admin(admin, BCON_NEW("replSetStepDown", BCON_INT32(1)), true, NULL, NULL, 0);
     usleep(800 * 1000);
     cycles++;
     if (stop_at_first) {

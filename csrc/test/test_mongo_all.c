@@ -252,19 +252,15 @@ START_TEST(t_abandon_all) {
 END_TEST
 
 Suite *mongo_all_suite(void) {
-  Suite *s = suite_create("mongo_all");
-  TCase *tc = tcase_create("rules");
-  tcase_set_timeout(tc, 60);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, t_free_keys_reserved);
-  tcase_add_test(tc, t_conflict_leaves_none);
-  tcase_add_test(tc, t_conflict_abandons_the_attempt);
-  tcase_add_test(tc, t_confirmed_counts_as_held);
-  tcase_add_test(tc, t_again_and_expired);
-  tcase_add_test(tc, t_full_takes_back);
-  tcase_add_test(tc, t_foreign_document);
-  tcase_add_test(tc, t_confirm_all);
-  tcase_add_test(tc, t_abandon_all);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      t_free_keys_reserved,
+      t_conflict_leaves_none,
+      t_conflict_abandons_the_attempt,
+      t_confirmed_counts_as_held,
+      t_again_and_expired,
+      t_full_takes_back,
+      t_foreign_document,
+      t_confirm_all,
+      t_abandon_all, NULL};
+  return test_suite("mongo_all", "rules", 60, setup, teardown, tests);
 }

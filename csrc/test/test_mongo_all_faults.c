@@ -359,14 +359,11 @@ START_TEST(t_mongos_keys_across_shards) {
 END_TEST
 
 Suite *mongo_all_faults_suite(void) {
-  Suite *s = suite_create("mongo_all_faults");
-  TCase *tc = tcase_create("faults");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, t_take_back_fails);
-  tcase_add_test(tc, t_changed_hands_sent_again);
-  tcase_add_test(tc, t_round_trips);
-  tcase_add_test(tc, t_race_overlapping);
-  tcase_add_test(tc, t_mongos_keys_across_shards);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      t_take_back_fails,
+      t_changed_hands_sent_again,
+      t_round_trips,
+      t_race_overlapping,
+      t_mongos_keys_across_shards, NULL};
+  return test_suite("mongo_all_faults", "faults", 120, NULL, NULL, tests);
 }

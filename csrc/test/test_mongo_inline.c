@@ -496,18 +496,15 @@ START_TEST(a_forked_child_never_uses_its_parents_blocking_clients) {
 END_TEST
 
 Suite *mongo_inline_suite(void) {
-  Suite *s = suite_create("mongo_inline");
-  TCase *tc = tcase_create("inline");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, a_blocking_call_answers_while_every_dispatcher_thread_is_held);
-  tcase_add_test(tc, a_blocking_call_held_on_the_server_answers_timeout_by_its_deadline);
-  tcase_add_test(tc, a_silent_server_costs_a_blocking_call_its_deadline_plus_the_grace);
-  tcase_add_test(tc, a_short_blocking_call_never_waits_out_a_longer_server_selection);
-  tcase_add_test(tc, more_blocking_callers_than_clients_take_turns);
-  tcase_add_test(tc, blocking_callers_without_a_client_answer_timeout_at_their_deadline);
-  tcase_add_test(tc, blocking_calls_count_as_submitted_ones_do);
-  tcase_add_test(tc, shutdown_and_close_wait_for_a_blocking_call_inside);
-  tcase_add_test(tc, a_forked_child_never_uses_its_parents_blocking_clients);
-  suite_add_tcase(s, tc);
-  return s;
+  const TTest *tests[] = {
+      a_blocking_call_answers_while_every_dispatcher_thread_is_held,
+      a_blocking_call_held_on_the_server_answers_timeout_by_its_deadline,
+      a_silent_server_costs_a_blocking_call_its_deadline_plus_the_grace,
+      a_short_blocking_call_never_waits_out_a_longer_server_selection,
+      more_blocking_callers_than_clients_take_turns,
+      blocking_callers_without_a_client_answer_timeout_at_their_deadline,
+      blocking_calls_count_as_submitted_ones_do,
+      shutdown_and_close_wait_for_a_blocking_call_inside,
+      a_forked_child_never_uses_its_parents_blocking_clients, NULL};
+  return test_suite("mongo_inline", "inline", 120, NULL, NULL, tests);
 }

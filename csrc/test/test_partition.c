@@ -106,23 +106,6 @@ static int double_grants(const race_t *race) {
   return found;
 }
 
-/* An admin command; the reply's string field `field` into out. */
-static bool control(mongoc_client_t *client, bson_t *cmd, const char *field, char *out,
-                    size_t size) {
-  mongoc_read_prefs_t *prefs = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
-  bson_t reply;
-  bson_error_t error;
-  bson_iter_t it;
-  bool ok = mongoc_client_command_simple(client, "admin", cmd, prefs, &reply, &error);
-  if (ok && field && bson_iter_init_find(&it, &reply, field) && BSON_ITER_HOLDS_UTF8(&it))
-    snprintf(out, size, "%s", bson_iter_utf8(&it, NULL));
-  if (!ok) fprintf(stderr, "partition: control command: %s\n", error.message);
-  bson_destroy(&reply);
-  bson_destroy(cmd);
-  mongoc_read_prefs_destroy(prefs);
-  return ok;
-}
-
 static resv_type_t *type_of(resv_store_t *s, const char *name) {
   resv_error_t err;
   resv_answer_t a = {0};
@@ -196,10 +179,10 @@ static int partition_run(int32_t write_concern) {
   mongoc_client_t *admin = mongoc_client_new(e.uri);
   ck_assert_ptr_nonnull(admin);
   mongoc_client_set_error_api(admin, MONGOC_ERROR_API_VERSION_2);
-  ck_assert(control(admin, BCON_NEW("setDefaultRWConcern", BCON_INT32(1),
-                                    "defaultWriteConcern", "{", "w", BCON_INT32(1), "}"),
+  ck_assert(emu_admin(admin, BCON_NEW("setDefaultRWConcern", BCON_INT32(1),
+                                    "defaultWriteConcern", "{", "w", BCON_INT32(1), "}"), true,
                     NULL, NULL, 0));
-  ck_assert(control(admin, BCON_NEW("hello", BCON_INT32(1)), "primary", primary,
+  ck_assert(emu_admin(admin, BCON_NEW("hello", BCON_INT32(1)), true, "primary", primary,
                     sizeof primary));
   ck_assert(primary[0]);
   snprintf(direct, sizeof direct, "mongodb://%s/?directConnection=true", primary);
@@ -207,12 +190,12 @@ static int partition_run(int32_t write_concern) {
   resv_store_t *cut = emu_open(direct, o), *set = emu_open(e.uri, o);
   resv_type_t *cut_type = type_of(cut, type), *set_type = type_of(set, type);
 
-  ck_assert(control(admin, BCON_NEW("emulatorControl", "partition", "member",
-                                    BCON_UTF8(primary), "noticeMS", BCON_INT32(NOTICE_MS)),
+  ck_assert(emu_admin(admin, BCON_NEW("emulatorControl", "partition", "member",
+                                    BCON_UTF8(primary), "noticeMS", BCON_INT32(NOTICE_MS)), true,
                     NULL, NULL, 0));
   await_new_primary(admin, primary);
   race_both_sides(race, cut_type, set_type);
-  control(admin, BCON_NEW("emulatorControl", "heal"), NULL, NULL, 0);
+  emu_admin(admin, BCON_NEW("emulatorControl", "heal"), true, NULL, NULL, 0);
 
   int found = double_grants(race), majority_side = 0;
   for (int i = 0; i < race->n; i++) majority_side += race->grants[i].owner >= SIDE_CLIENTS;

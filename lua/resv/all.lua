@@ -14,7 +14,7 @@
 -- array of resv_key_t, which point into Lua strings: pointers in struct
 -- fields, which the collector does not see. So each call reads every field
 -- of its keys and owner once (a computed __index included) into a table
--- of its own (`held`), then, with no Lua code of the caller's left to run,
+-- of its own (the request, its strings in its array part), then, with no Lua code of the caller's left to run,
 -- puts that table in pinned[1], fills the module's request and key array
 -- from it, makes the C call, and empties pinned[1] once C returns:
 -- resv_call and resv_try_call read the strings only during the call,
@@ -30,6 +30,7 @@ local tostring = tostring
 local tonumber = tonumber
 local ffi_new = ffi.new
 local gsub = string.gsub
+local table_new = require "table.new"
 
 local error_string = base.error_string
 local expected = base.expected
@@ -54,19 +55,27 @@ local _M = {}
 -- Set by install(): resv.type's pieces these calls share.
 local key_fields, owner_fields, check_type, answer_table, status_names
 
--- r: { op, ttl, version, n, held = { kt1, kn1, kk1, ..., ot, oid, attempt },
--- mine }. Fills the request from r.held; the caller has put r.held in
--- pinned[1].
+-- The key array's entry i (from 0) from the request r's strings 3i+1 to 3i+3.
+local function fill_key(r, i)
+  local k, j = key_array[i], 3 * i
+  local s = r[j + 1]; k.tenant.ptr, k.tenant.len = s, #s
+  s = r[j + 2]; k.ns.ptr, k.ns.len = s, #s
+  s = r[j + 3]; k.key.ptr, k.key.len = s, #s
+end
+
+-- r: { kt1, kn1, kk1, kt2, ..., op = , ttl = , version = , n = , ot = ,
+-- oid = , attempt = , mine = }. Fills the C request from r; the caller
+-- has put r in pinned[1]. The first two keys are filled outside the loop
+-- (as they are read in request_of and answered in ALL.answer): a loop of
+-- one or two turns a call stops LuaJIT's traces, and the call would run
+-- interpreted.
 local function fill(r, timeout)
-  local held, n = r.held, r.n
+  local n = r.n
   local q, s = request, nil
   q.op, q.ttl_ms, q.version, q.timeout_ms = r.op, r.ttl, r.version, timeout
-  for i = 0, n - 1 do
-    local k = key_array[i]
-    s = held[3 * i + 1]; k.tenant.ptr, k.tenant.len = s, #s
-    s = held[3 * i + 2]; k.ns.ptr, k.ns.len = s, #s
-    s = held[3 * i + 3]; k.key.ptr, k.key.len = s, #s
-  end
+  if n >= 1 then fill_key(r, 0) end
+  if n >= 2 then fill_key(r, 1) end
+  for i = 2, n - 1 do fill_key(r, i) end
   s = r.ot; q.owner.tenant.ptr, q.owner.tenant.len = s, #s
   s = r.oid; q.owner.id.ptr, q.owner.id.len = s, #s
   s = r.attempt; q.attempt.ptr, q.attempt.len = s, #s
@@ -79,24 +88,30 @@ end
 local ALL = {}
 
 function ALL.call(h, r, timeout, answer)
-  pinned[1] = r.held
+  pinned[1] = r
   local ok = C.resv_call(h, fill(r, timeout), answer, err_buf)
   pinned[1] = nil
   return ok
 end
 
 function ALL.try(h, r, timeout, answer)
-  pinned[1] = r.held
+  pinned[1] = r
   local ok = C.resv_try_call(h, fill(r, timeout), answer, err_buf)
   pinned[1] = nil
   return ok
 end
 
 function ALL.submit(h, r, timeout, inbox)
-  pinned[1] = r.held
+  pinned[1] = r
   local job = C.resv_submit(h, fill(r, timeout), inbox, err_buf)
   pinned[1] = nil
   return job
+end
+
+-- Key i's answer (a from C) into list[i], into the table there when reuse.
+local function answer_key(list, i, a, ot, oid, attempt, reuse)
+  local mine = reuse and type(list[i]) == "table" and list[i] or nil
+  list[i] = answer_table(a, ot, oid, attempt, mine)
 end
 
 -- { status, keys = { key i's answer, ... } }, or into the caller's table
@@ -104,14 +119,17 @@ end
 function ALL.answer(a, r, into)
   local status = status_names[a.status] or tostring(a.status)
   local n = tonumber(a.nkeys)
-  local list = into and type(into.keys) == "table" and into.keys or {}
+  local reuse = into and type(into.keys) == "table"
+  local list = reuse and into.keys or table_new(n, 0)
   local ot, oid, attempt = nil, r.oid, r.attempt
   if r.mine then ot = r.ot end
-  for i = 1, n do
-    local mine = into and type(list[i]) == "table" and list[i] or nil
-    list[i] = answer_table(a.keys[i - 1], ot, oid, attempt, mine)
+  local keys = a.keys
+  if n >= 1 then answer_key(list, 1, keys[0], ot, oid, attempt, reuse) end
+  if n >= 2 then answer_key(list, 2, keys[1], ot, oid, attempt, reuse) end
+  for i = 3, n do answer_key(list, i, keys[i - 1], ot, oid, attempt, reuse) end
+  if reuse then
+    for i = #list, n + 1, -1 do list[i] = nil end
   end
-  for i = #list, n + 1, -1 do list[i] = nil end
   if into then
     into.status, into.keys = status, list
     return into
@@ -125,7 +143,15 @@ local function key_error(i, err)
   return "invalid: keys[" .. i .. "]: " .. gsub(err, "^invalid: ", "")
 end
 
--- The request of keys and owner: each field read once, the strings in held.
+-- Key i's fields into r[3i-2 .. 3i]; nil, or the error.
+local function hold_key(r, i, key)
+  local kt, kn, kk = key_fields(key)
+  if not kt then return key_error(i, kn) end
+  r[3 * i - 2], r[3 * i - 1], r[3 * i] = kt, kn, kk
+end
+
+-- The request of keys and owner: each field read once, the keys' strings
+-- in the request's array part (one table a call).
 local function request_of(op, keys, owner, attempt, ttl, version, mine)
   if type(keys) ~= "table" then
     return nil, expected("keys", "an array of key tables", keys)
@@ -134,16 +160,19 @@ local function request_of(op, keys, owner, attempt, ttl, version, mine)
   if n > MOST_KEYS then
     return nil, "invalid: keys: " .. n .. " keys, more than max_keys"
   end
-  local held = {}
-  for i = 1, n do
-    local kt, kn, kk = key_fields(keys[i])
-    if not kt then return nil, key_error(i, kn) end
-    held[3 * i - 2], held[3 * i - 1], held[3 * i] = kt, kn, kk
+  local r, err = table_new(3 * n, 8), nil
+  if n >= 1 then err = hold_key(r, 1, keys[1]) end
+  if not err and n >= 2 then err = hold_key(r, 2, keys[2]) end
+  for i = 3, n do
+    if err then break end
+    err = hold_key(r, i, keys[i])
   end
+  if err then return nil, err end
   local ot, oid = owner_fields(owner)
   if not ot then return nil, oid end
-  return { op = op, ttl = ttl, version = version, n = n, held = held,
-           ot = ot, oid = oid, attempt = attempt, mine = mine }
+  r.op, r.ttl, r.version, r.n = op, ttl, version, n
+  r.ot, r.oid, r.attempt, r.mine = ot, oid, attempt, mine
+  return r
 end
 
 -- Installs the methods into Type. pieces: resv.type's key_fields,
