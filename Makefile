@@ -153,9 +153,10 @@ test-crash: $(O)/test/crash/crash_state
 	$(O)/test/crash/crash_state disk $(CRASH_STATES)
 	$(O)/test/crash/crash_state process $(CRASH_STATES)
 
-$(O)/test/crash/crash_state: csrc/test/crash/crash_state.c csrc/resv.h $(O)/libresv.a
+CRASH_SRC := csrc/test/crash/crash_state.c csrc/test/crash/crash_record.c
+$(O)/test/crash/crash_state: $(CRASH_SRC) csrc/test/crash/crash.h csrc/resv.h $(O)/libresv.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $< $(O)/libresv.a $(LIBS_ALL) -ldl
+	$(CC) $(CFLAGS_ALL) -Icsrc -o $@ $(CRASH_SRC) $(O)/libresv.a $(LIBS_ALL) -ldl
 
 $(O)/examples/%: examples/c/%.c $(O)/libresv.a
 	@mkdir -p $(dir $@)

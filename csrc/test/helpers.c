@@ -176,7 +176,7 @@ TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void
   TCase *tc = tcase_create(name);
   if (setup || teardown) tcase_add_checked_fixture(tc, setup, teardown);
   if (timeout > 0) tcase_set_timeout(tc, timeout);
-  for (; *tests; tests++) tcase_add_test(tc, *tests);
+  test_tcase_add(tc, tests);
   suite_add_tcase(s, tc);
   return tc;
 }
@@ -229,4 +229,8 @@ uint64_t test_lmdb_pages(const char *data_mdb) {
   ck_assert_int_eq(pread(fd, &last, 8, (txnid[1] > txnid[0] ? psize : 0) + 136), 8);
   close(fd);
   return last + 1;
+}
+
+void test_tcase_add(TCase *tc, const TTest *const *tests) {
+  for (; *tests; tests++) tcase_add_test(tc, *tests);
 }

@@ -32,6 +32,9 @@ Suite *rules_all_suite(void), *rules_model_suite(void);
  * NULL-terminated list added in order. Returned for loop tests. */
 TCase *test_tcase(Suite *s, const char *name, double timeout, void (*setup)(void),
                   void (*teardown)(void), const TTest *const *tests);
+/* Adds the tests of the NULL-terminated list to tc, in order: a test case
+ * whose tests live in several files. */
+void test_tcase_add(TCase *tc, const TTest *const *tests);
 /* A new suite of one test case, test_tcase's. */
 Suite *test_suite(const char *name, const char *tcase, double timeout, void (*setup)(void),
                   void (*teardown)(void), const TTest *const *tests);
