@@ -144,7 +144,7 @@ MONGOS_SUITES := rules_mongo,mongo_diff,race,mongo_store,mongo_options,mongo_all
 test-mongos: $(O)/resv_tests
 	RESV_SUITES=$(MONGOS_SUITES) scripts/with-mongo --mongos $(O)/resv_tests
 
-# The file store after a crash of the OS (csrc/test/crash/crash_state.c): the
+# The file store after a crash of the OS (csrc/test/crash/): the
 # writes and barriers of a workload recorded, the states a crash may leave
 # built from them and opened after a fake reboot, CRASH_STATES of each
 # sync mode: "disk" holds every answer, "process" is refused or does.
