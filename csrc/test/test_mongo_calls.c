@@ -324,10 +324,9 @@ static bool stored_at(emu_raw_t *r, const char *key, bson_t *out) {
 }
 
 START_TEST(test_document_not_a_reservation_is_never_written_and_answers_format) {
-  static const char *const op_names[] = {
-      [RESV_OP_RESERVE] = "reserve", [RESV_OP_CONFIRM] = "confirm",
-      [RESV_OP_ABANDON] = "abandon", [RESV_OP_RELEASE] = "release",
-      [RESV_OP_GET] = "get"};
+  static const char *const op_names[] = {[RESV_OP_RESERVE] = "reserve",
+      [RESV_OP_CONFIRM] = "confirm", [RESV_OP_ABANDON] = "abandon",
+      [RESV_OP_RELEASE] = "release", [RESV_OP_GET] = "get"};
   const char *uri = test_mongo_uri();
   resv_store_t *s = test_open(uri);
   resv_type_t *t = test_fresh_type(s, "notres");

@@ -144,6 +144,101 @@ static bool holds_kept(run_t *r, const key_ledger_t *k, int o, uint64_t start,
   return ok;
 }
 
+/* What one call saw of the ledger of its key and owner, before and after
+ * it: what its answer is checked against. */
+typedef struct step {
+  run_t *r;
+  worker_t *w;
+  key_ledger_t *k;
+  owner_ledger_t *me;
+  int ki, o, j;
+  const char *attempt;
+  int32_t op;
+  uint64_t start, done, hold_epoch, rel_epoch;
+  int64_t now;
+  bool unreleased, confirmed_stood, holds_idle, releases_idle;
+} step_t;
+
+/* Checks an answer against the ledger and records what it proves, under
+ * the key's mutex. */
+static void check_answer(const step_t *st, const resv_answer_t *a, int holder) {
+  switch (a->status) {
+  case RESV_RESERVED: {
+    char why[128];
+    int other = st->unreleased && a->expires_at > st->now
+                    ? live_other(st->k, st->o, st->now, why, sizeof why)
+                    : -1;
+    if (other >= 0)
+      violation(st->r, "reserved %s for %s (seq %llu..%llu) while %s holds it: %s",
+                key_names[st->ki], owner_names[st->o], (unsigned long long)st->start,
+                (unsigned long long)st->done, owner_names[other], why);
+    if (holder != st->o || !has_hold(a, st->attempt))
+      violation(st->r, "reserved answer without our owner or attempt");
+    if (st->confirmed_stood)
+      violation(st->r, "reserved, but %s had it confirmed", owner_names[st->o]);
+    if (a->expires_at > st->now) holds_kept(st->r, st->k, st->o, st->start, st->now, a, "reserve");
+    if (st->holds_idle && st->me->hold_epoch == st->hold_epoch &&
+        st->me->release_epoch == st->rel_epoch)
+      st->me->holds[st->w->id][st->j] = (hold_t){true, a->expires_at, st->done};
+    break;
+  }
+  case RESV_CONFIRMED: {
+    if (st->op == RESV_OP_GET) {
+      if (holder < 0)
+        violation(st->r, "get: confirmed without an owner");
+      else if (st->confirmed_stood && holder != st->o)
+        violation(st->r, "get: confirmed by %s, but %s had it", owner_names[holder],
+                  owner_names[st->o]);
+      break;
+    }
+    char why[128];
+    int other = st->unreleased ? live_other(st->k, st->o, st->now, why, sizeof why) : -1;
+    if (other >= 0)
+      violation(st->r, "confirmed %s for %s (seq %llu..%llu) while %s holds it: %s",
+                key_names[st->ki], owner_names[st->o], (unsigned long long)st->start,
+                (unsigned long long)st->done, owner_names[other], why);
+    if (holder != st->o) violation(st->r, "confirmed answer for another owner");
+    if (st->releases_idle && st->me->release_epoch == st->rel_epoch) {
+      st->me->confirmed = true;
+      st->me->confirmed_seq = st->done;
+    }
+    memset(st->me->holds, 0, sizeof st->me->holds);
+    break;
+  }
+  case RESV_CONFLICT:
+    if (holder == st->o) violation(st->r, "conflict with ourselves");
+    if (st->confirmed_stood)
+      violation(st->r, "conflict, but %s had it confirmed", owner_names[st->o]);
+    else
+      holds_kept(st->r, st->k, st->o, st->start, st->now, NULL, "conflict");
+    break;
+  case RESV_ABANDONED:
+    if (st->confirmed_stood)
+      violation(st->r, "abandon deleted %s's confirmed reservation", owner_names[st->o]);
+    holds_kept(st->r, st->k, st->o, st->start, st->now, NULL, "abandon");
+    break;
+  case RESV_ABSENT:
+    if (st->confirmed_stood)
+      violation(st->r, "absent, but %s had it confirmed", owner_names[st->o]);
+    if (st->op == RESV_OP_ABANDON || st->op == RESV_OP_GET)
+      holds_kept(st->r, st->k, st->o, st->start, st->now, NULL, "absent");
+    break;
+  case RESV_PENDING:
+  case RESV_EXPIRED:
+    if (st->confirmed_stood)
+      violation(st->r, "get: pending, but %s had it confirmed", owner_names[st->o]);
+    if (holder == st->o)
+      holds_kept(st->r, st->k, st->o, st->start, st->now, a, "get");
+    else if (a->status == RESV_PENDING && a->expires_at > st->now) {
+      /* another's live pending: ours must all be dead */
+      holds_kept(st->r, st->k, st->o, st->start, st->now, NULL, "get of another's");
+    }
+    break;
+  default:
+    break;
+  }
+}
+
 static void step(worker_t *w) {
   run_t *r = w->run;
   int ki = rand_r(&w->rnd) % KEYS, o = w->id / 2, j = rand_r(&w->rnd) % ATTEMPTS;
@@ -212,70 +307,9 @@ static void step(worker_t *w) {
     return;
   }
   atomic_fetch_add(&r->answers[a.status], 1);
-  int holder = owner_of_answer(&a);
-  switch (a.status) {
-  case RESV_RESERVED: {
-    char why[128];
-    int other = unreleased && a.expires_at > now ? live_other(k, o, now, why, sizeof why) : -1;
-    if (other >= 0)
-      violation(r, "reserved %s for %s (seq %llu..%llu) while %s holds it: %s", key_names[ki],
-                owner_names[o], (unsigned long long)start, (unsigned long long)done,
-                owner_names[other], why);
-    if (holder != o || !has_hold(&a, attempt))
-      violation(r, "reserved answer without our owner or attempt");
-    if (confirmed_stood) violation(r, "reserved, but %s had it confirmed", owner_names[o]);
-    if (a.expires_at > now) holds_kept(r, k, o, start, now, &a, "reserve");
-    if (holds_idle && me->hold_epoch == hold_epoch && me->release_epoch == rel_epoch)
-      me->holds[w->id][j] = (hold_t){true, a.expires_at, done};
-    break;
-  }
-  case RESV_CONFIRMED: {
-    if (req.op == RESV_OP_GET) {
-      if (holder < 0) violation(r, "get: confirmed without an owner");
-      else if (confirmed_stood && holder != o)
-        violation(r, "get: confirmed by %s, but %s had it", owner_names[holder], owner_names[o]);
-      break;
-    }
-    char why[128];
-    int other = unreleased ? live_other(k, o, now, why, sizeof why) : -1;
-    if (other >= 0)
-      violation(r, "confirmed %s for %s (seq %llu..%llu) while %s holds it: %s", key_names[ki],
-                owner_names[o], (unsigned long long)start, (unsigned long long)done,
-                owner_names[other], why);
-    if (holder != o) violation(r, "confirmed answer for another owner");
-    if (releases_idle && me->release_epoch == rel_epoch) {
-      me->confirmed = true;
-      me->confirmed_seq = done;
-    }
-    memset(me->holds, 0, sizeof me->holds);
-    break;
-  }
-  case RESV_CONFLICT:
-    if (holder == o) violation(r, "conflict with ourselves");
-    if (confirmed_stood) violation(r, "conflict, but %s had it confirmed", owner_names[o]);
-    else holds_kept(r, k, o, start, now, NULL, "conflict");
-    break;
-  case RESV_ABANDONED:
-    if (confirmed_stood) violation(r, "abandon deleted %s's confirmed reservation", owner_names[o]);
-    holds_kept(r, k, o, start, now, NULL, "abandon");
-    break;
-  case RESV_ABSENT:
-    if (confirmed_stood) violation(r, "absent, but %s had it confirmed", owner_names[o]);
-    if (req.op == RESV_OP_ABANDON || req.op == RESV_OP_GET)
-      holds_kept(r, k, o, start, now, NULL, "absent");
-    break;
-  case RESV_PENDING:
-  case RESV_EXPIRED:
-    if (confirmed_stood) violation(r, "get: pending, but %s had it confirmed", owner_names[o]);
-    if (holder == o) holds_kept(r, k, o, start, now, &a, "get");
-    else if (a.status == RESV_PENDING && a.expires_at > now) {
-      /* another's live pending: ours must all be dead */
-      holds_kept(r, k, o, start, now, NULL, "get of another's");
-    }
-    break;
-  default:
-    break;
-  }
+  step_t st = {r, w, k, me, ki, o, j, attempt, req.op, start, done, hold_epoch, rel_epoch,
+               now, unreleased, confirmed_stood, holds_idle, releases_idle};
+  check_answer(&st, &a, owner_of_answer(&a));
   pthread_mutex_unlock(&k->mutex);
   resv_answer_clear(&a);
 }
