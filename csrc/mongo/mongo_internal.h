@@ -75,7 +75,7 @@ typedef struct resv__mongo_conn {
   mongoc_collection_t *coll;
 } resv__mongo_conn_t;
 
-/* The backend's call on conn (mongo_store.c): the topology learnt, the
+/* The backend's call on conn (mongo_conn.c): the topology learnt, the
  * type set up, the operation run (mongo_ops.c). */
 bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
                             resv_type_t *type, const resv_request_t *req,
@@ -83,8 +83,13 @@ bool resv__mongo_execute_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
                             resv_answer_t *answer, resv_error_t *err);
 
 /* Whether one of the servers the client's topology knows takes writes
- * now (mongo_store.c). */
+ * now (mongo_conn.c). */
 bool resv__mongo_writable_known(mongoc_client_t *client);
+
+/* Learns from client's writable server whether it is a mongos
+ * (mongo_conn.c); RESV_EUNAVAILABLE when nothing answers. */
+bool resv__mongo_learn_topology(resv__mongo_t *m, mongoc_client_t *client, int64_t deadline,
+                                resv_error_t *err);
 
 /* Forgets conn's collection handle (conn's client stays). */
 void resv__mongo_conn_forget(resv__mongo_conn_t *conn);

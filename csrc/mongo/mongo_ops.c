@@ -20,25 +20,6 @@
 
 #include <string.h>
 
-/* The server is told each command's time limit (maxTimeMS): what is left
- * of the call's deadline, so a command the server cannot finish in time
- * ends there with MaxTimeMSExpired (50, a timeout; not retried by the
- * driver, and the connection is kept) instead of running on for nobody.
- * The margin for that answer to travel back is on the far side of the
- * deadline: the caller waits the deadline plus its grace
- * (RESV__DEADLINE_GRACE_MS) before it gives up on the worker, so the
- * server gets the whole time the caller was promised and a timeout is
- * never answered early.
- * The socket timeout stays as a larger backstop (mongo_store.c). */
-int64_t resv__mongo_max_time_ms(int64_t deadline) {
-  int64_t left = deadline - resv__monotonic_ms();
-  if (left >= INT32_MAX)
-    return 0; /* a deadline past any limit the server takes: none */
-  /* One more: the clock counts whole milliseconds, and the server must
-   * not stop before the deadline. */
-  return left >= 1 ? left + 1 : -1;
-}
-
 /* Adds maxTimeMS for deadline to a command's options; false (and err
  * filled with RESV_ETIMEOUT) when no time is left to send it. */
 static bool put_max_time(resv__bw_t *w, int64_t deadline, const char *what,
