@@ -46,9 +46,11 @@ static void call(const char *what, int expected, resv_request_t *r,
 }
 
 /* The *_all ops of N keys (design.md section 5, "Several keys at once"):
- * one batch of every key's writes and one read, whatever N; a conflict
- * adds the batch of pulls and the batch of deletes that take its holds
- * back; abandon_all's deletes go only when a pull emptied a reservation. */
+ * one batch of every key's writes, whatever N, and one read unless the
+ * batch's reply told every key's answer (a reserve_all of free keys, a
+ * confirm_all of keys nobody else holds); a conflict adds the batch of
+ * pulls and the batch of deletes that take its holds back; abandon_all's
+ * deletes go only when a pull emptied a reservation. */
 static void several_keys(resv_store_t *store, const char *context, resv_owner_t ann,
                          resv_owner_t bob) {
   static const size_t sizes[] = {1, 2, 8, 16};
@@ -73,6 +75,8 @@ static void several_keys(resv_store_t *store, const char *context, resv_owner_t 
     r = (resv_request_t){.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = n, .owner = ann,
                          .attempt = resv_cstr("c1"), .ttl_ms = 60000};
     snprintf(what, sizeof what, "reserve_all, %zu free keys", n);
+    call(what, 1, &r, RESV_RESERVED);
+    snprintf(what, sizeof what, "reserve_all, %zu held by itself", n);
     call(what, 2, &r, RESV_RESERVED);
     r.owner = bob;
     snprintf(what, sizeof what, "reserve_all, %zu held (conflict)", n);
@@ -89,15 +93,22 @@ static void several_keys(resv_store_t *store, const char *context, resv_owner_t 
       snprintf(what, sizeof what, "reserve_all, %zu, 1 held (conflict)", n);
       call(what, 4, &r, RESV_CONFLICT);
     }
-    r = (resv_request_t){.op = RESV_OP_CONFIRM_ALL, .keys = keys, .nkeys = n, .owner = ann,
-                         .version = 3};
-    r.nkeys = n > 1 ? n - 1 : n;
-    snprintf(what, sizeof what, "confirm_all, %zu keys", r.nkeys);
-    call(what, 2, &r, RESV_CONFIRMED);
+    /* A sign-up: reserve_all of free keys, confirm_all of its holds. */
+    r = (resv_request_t){.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = n > 1 ? n - 1 : n,
+                         .owner = ann, .attempt = resv_cstr("c3"), .ttl_ms = 60000};
+    snprintf(what, sizeof what, "reserve_all, %zu free keys again", r.nkeys);
+    call(what, 1, &r, RESV_RESERVED);
+    r.op = RESV_OP_CONFIRM_ALL;
+    r.version = 3;
+    snprintf(what, sizeof what, "confirm_all, %zu reserved keys", r.nkeys);
+    call(what, 1, &r, RESV_CONFIRMED);
     r.op = RESV_OP_ABANDON_ALL;
-    r.attempt = resv_cstr("c1");
     snprintf(what, sizeof what, "abandon_all, %zu confirmed (kept)", r.nkeys);
     call(what, 2, &r, RESV_ABANDONED);
+    r.op = RESV_OP_CONFIRM_ALL;
+    r.version = 2;
+    snprintf(what, sizeof what, "confirm_all, %zu at a later version", r.nkeys);
+    call(what, 2, &r, RESV_CONFIRMED);
   }
 }
 
@@ -138,12 +149,13 @@ int main(int argc, char **argv) {
   resv_request_t r;
 
   /* The type's first call: set-up, then the reserve. The minimum is the
-   * set-up the design (docs/design.md) describes (create, read the format record, write it;
-   * on a mongos also read config.collections, enableSharding, the shard
-   * key's index that a collection holding documents needs before
-   * shardCollection (docs/design.md section 12), shardCollection) plus the
-   * reserve's one. */
-  int first_min = mongos ? 8 : 4;
+   * set-up the design (docs/design.md) describes (create, the check of the
+   * collection's options (docs/mongodb-collections.md), read the format
+   * record, write it; on a mongos also read config.collections,
+   * enableSharding, the shard key's index that a collection holding
+   * documents needs before shardCollection (docs/design.md section 12),
+   * shardCollection) plus the reserve's one. */
+  int first_min = mongos ? 9 : 5;
   r = (resv_request_t){.op = RESV_OP_RESERVE, .key = key_of("a@x"),
                        .owner = ann, .attempt = resv_cstr("c1"), .ttl_ms = 60000};
   call("reserve, first call of the type", first_min, &r, RESV_RESERVED);

@@ -121,6 +121,11 @@ bool double_grant, false_answer, confirmed_lost, hold_lost;
 bool kept_gone, left_hold;
 byte gi; /* a loop counter for the atomic steps; always 0 between them */
 Doc ans; /* the answer a step gives, for its checks; all 0 between steps */
+#ifdef ALL
+int inserted; /* attempts whose last reserve write inserted the document
+               * (the update's reply lists it as upserted); the
+               * reserve_all clears its own bit at once */
+#endif
 #define ANS_CLEAR ans.owner = 0; ans.confirmed = 0; ans.exp = 0; ans.version = 0; ans.holds = 0
 
 #ifdef FAILOVER
@@ -300,6 +305,9 @@ inline reserve_write(a, k, now, res) {
     :: else ->
        db[k].present = true; db[k].owner = aowner[a]; db[k].confirmed = false;
        db[k].exp = now + TTL; db[k].holds = BIT(a); db[k].version = 0;
+#ifdef ALL
+       if :: a >= NSINGLE -> inserted = inserted | BIT(a) :: else -> skip fi;
+#endif
        res = RESERVED
     fi;
     if
@@ -617,7 +625,9 @@ proctype Attempt(byte a) {
  * standing for its attempt in key k. 1: the conditional upserts of every
  * key, in either order (one update command of NKEY statements,
  * ordered: false), each with the duplicate-key read and retry of a single
- * reserve; 2: a read of each key; 3: on a conflict, the abandon of each
+ * reserve; 2: a read of each key, but for a key whose upsert inserted
+ * the document (the reply tells it, and the answer is the request's own:
+ * held by the attempt until the call's expiry); 3: on a conflict, the abandon of each
  * key by the attempt (pull, then delete), then the check that it holds
  * none of them; else every key is told to the attempt. Nothing the call
  * does on one key waits for another key, so any step of anyone may come
@@ -639,8 +649,18 @@ proctype AllAttempt() {
   :: i < NKEY ->
      k = (first + i) % NKEY;
      upsert(OP_RESERVE, NSINGLE + k, k, TTL, res);
-     /* the upsert's own answer is not counted on: the read decides */
-     d_step { belief[NSINGLE + k] = 0 }
+     /* the upsert's own answer is not counted on: the read decides,
+      * unless it inserted (then what it wrote is known: the expiry it
+      * was told) */
+     d_step {
+       if
+       :: (inserted & BIT(NSINGLE + k)) != 0 && res == RESERVED ->
+          got[k] = RESERVED; gexp[k] = belief[NSINGLE + k]
+       :: else -> skip
+       fi;
+       inserted = inserted & ~BIT(NSINGLE + k);
+       belief[NSINGLE + k] = 0
+     }
      i++
   :: else -> break
   od;
@@ -648,7 +668,8 @@ proctype AllAttempt() {
   seen = RESERVED;
   i = 0;
   do
-  :: i < NKEY ->
+  :: i < NKEY && got[i] == RESERVED -> i++ /* known from the upsert */
+  :: i < NKEY && got[i] != RESERVED ->
      all_read(NSINGLE + i, i, now, res, gexp[i]);
      got[i] = res;
 #ifdef M_ALL_FIRST

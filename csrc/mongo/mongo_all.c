@@ -7,14 +7,22 @@
  * command: the driver's bulk API, ordered: false, every statement on one
  * document (multi: false), so the batch is a retryable write and, on a
  * mongos, each statement routes by its shard key to the key's own shard.
- * One `find` by `_id: {$in: [...]}` (read concern local, from the
- * primary, as the single-key read after a duplicate key) then tells each
- * key's state, and the answer is decided from it. So the round trips do
- * not grow with the number of keys:
+ * The reply tells, statement by statement, which inserted and which met
+ * a duplicate key. A key the reply alone decides is not read (know):
+ * a reserve that inserted (no document stood there, so it is now exactly
+ * the owner's with the one hold and the call's expiry), and a confirm
+ * that met no duplicate key (its exact filter lets through only what the
+ * pipeline makes the owner's confirmed reservation of the call's
+ * version). For the others, one `find` by `_id: {$in: [...]}` (read
+ * concern local, from the primary, as the single-key read after a
+ * duplicate key) tells each key's state, and the answer is decided from
+ * it. So the round trips do not grow with the number of keys:
  *
- *   reserve_all  update, find                      2
+ *   reserve_all  update (every key new)            1
+ *                update, find                      2
  *                ... conflict: + update (pull), delete   4
- *   confirm_all  update, find                      2
+ *   confirm_all  update (no key another's)         1
+ *                update, find                      2
  *   abandon_all  update (pull), find, delete       3 (2 when none emptied)
  *
  * A key whose upsert met a duplicate key and whose holder had gone by the
@@ -57,13 +65,17 @@ typedef enum verdict {
   V_FULL   /* reserve: ours, live, max_holds others holding it */
 } verdict_t;
 
+/* What the reply says one statement did. */
+enum { DID_MATCH, DID_INSERT, DID_DUPLICATE };
+
 typedef struct slot {
   resv_request_t r;     /* the single-key request of this key */
   bson_t *raw;          /* the document read, or NULL */
-  resv__mongo_doc_t doc; /* decoded from raw when raw is set */
+  resv__mongo_doc_t doc; /* decoded from raw, or known (see know) */
+  bool known;           /* doc is the request's own, no read behind it */
   bool todo;            /* in the next batch */
   bool unread;          /* no read has told its state since its last write */
-  bool dup;             /* the last batch's statement met a duplicate key */
+  uint8_t did;          /* the last batch's statement: DID_* */
   bool emptied;         /* by the read's account no hold is left after the pull */
   verdict_t verdict;
 } slot_t;
@@ -84,7 +96,10 @@ static void slot_forget(slot_t *s) {
     bson_destroy(s->raw);
     s->raw = NULL;
   }
+  s->known = false;
 }
+
+static bool has_doc(const slot_t *s) { return s->raw || s->known; }
 
 static bool out_of_time(const all_t *a, const char *what, resv_error_t *err) {
   if (resv__mongo_max_time_ms(a->deadline) >= 0) return false;
@@ -108,14 +123,29 @@ static bool fail_code(const all_t *a, const bson_iter_t *entry, const char *what
   return resv__mongo_fail(a->m, err, &e, a->deadline, what);
 }
 
-/* Marks dup[j] for each statement j that met a duplicate key; any other
- * write error, a write concern error, or a command that failed whole fails
- * the call. */
+/* Marks did[j] DID_INSERT for each statement j the reply lists as
+ * upserted. */
+static void read_upserted(const bson_t *reply, uint8_t *did, size_t nstmt) {
+  bson_iter_t it, e, f;
+  if (!bson_iter_init_find(&it, reply, "upserted") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+      !bson_iter_recurse(&it, &e))
+    return;
+  while (bson_iter_next(&e))
+    if (bson_iter_recurse(&e, &f) && bson_iter_find(&f, "index") && BSON_ITER_HOLDS_NUMBER(&f)) {
+      int64_t index = bson_iter_as_int64(&f);
+      if (index >= 0 && (size_t)index < nstmt) did[index] = DID_INSERT;
+    }
+}
+
+/* Marks did[j] for each statement j that met a duplicate key or inserted
+ * (did NULL: a duplicate key is an error too); any other write error, a
+ * write concern error, or a command that failed whole fails the call. */
 static bool read_bulk_reply(const all_t *a, bool sent, const bson_t *reply,
-                            const bson_error_t *error, bool *dup, size_t nstmt,
+                            const bson_error_t *error, uint8_t *did, size_t nstmt,
                             const char *what, resv_error_t *err) {
   bson_iter_t it, e;
   bool write_errors = false;
+  if (did) read_upserted(reply, did, nstmt);
   if (bson_iter_init_find(&it, reply, "writeConcernErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
       bson_iter_recurse(&it, &e) && bson_iter_next(&e))
     return fail_code(a, &e, what, err);
@@ -129,9 +159,9 @@ static bool read_bulk_reply(const all_t *a, bool sent, const bson_t *reply,
         index = bson_iter_as_int64(&f);
       if (bson_iter_recurse(&e, &f) && bson_iter_find(&f, "code") && BSON_ITER_HOLDS_NUMBER(&f))
         code = bson_iter_as_int64(&f);
-      if (code != 11000 || index < 0 || (size_t)index >= nstmt || !dup)
+      if (code != 11000 || index < 0 || (size_t)index >= nstmt || !did)
         return fail_code(a, &e, what, err);
-      dup[index] = true;
+      did[index] = DID_DUPLICATE;
     }
   }
   if (!sent && !write_errors)
@@ -139,16 +169,16 @@ static bool read_bulk_reply(const all_t *a, bool sent, const bson_t *reply,
   return true;
 }
 
-/* Runs a bulk of nstmt statements; dup as read_bulk_reply (NULL: a
- * duplicate key is an error too). Destroys bulk. */
-static bool run_bulk(const all_t *a, mongoc_bulk_operation_t *bulk, bool *dup,
+/* Runs a bulk of nstmt statements; did as read_bulk_reply. Destroys
+ * bulk. */
+static bool run_bulk(const all_t *a, mongoc_bulk_operation_t *bulk, uint8_t *did,
                      size_t nstmt, const char *what, resv_error_t *err) {
   bson_t reply;
   bson_error_t error;
   bool ok = !out_of_time(a, what, err);
   if (ok) {
     bool sent = mongoc_bulk_operation_execute(bulk, &reply, &error) != 0;
-    ok = read_bulk_reply(a, sent, &reply, &error, dup, nstmt, what, err);
+    ok = read_bulk_reply(a, sent, &reply, &error, did, nstmt, what, err);
     bson_destroy(&reply);
   }
   mongoc_bulk_operation_destroy(bulk);
@@ -179,12 +209,14 @@ static bool add_update(mongoc_bulk_operation_t *bulk, resv__bw_t *fw, resv__bw_t
   return ok || resv__fail(err, RESV_EINVALID, "batch: %s", error.message);
 }
 
-/* The single-key reserve's or confirm's upsert of one key. */
+/* The single-key reserve's upsert of one key, or confirm's with the exact
+ * filter (mongo_build.c): what it matches becomes the owner's confirmed
+ * reservation of the request's version, so know can tell the answer. */
 static bool add_upsert(const all_t *a, mongoc_bulk_operation_t *bulk, const slot_t *s,
                        resv_error_t *err) {
   resv__bw_t fw, uw;
   resv__bw_init(&fw);
-  resv__mongo_upsert_filter(&fw, a->m, &s->r, a->now);
+  resv__mongo_upsert_filter(&fw, a->m, &s->r, a->now, s->r.op == RESV_OP_CONFIRM);
   resv__bw_init(&uw);
   resv__mongo_upsert_pipeline(&uw, &s->r, a->now, a->expires);
   return add_update(bulk, &fw, &uw, true, err);
@@ -220,32 +252,32 @@ static bool add_delete(const all_t *a, mongoc_bulk_operation_t *bulk, const slot
 typedef bool (*add_fn)(const all_t *, mongoc_bulk_operation_t *, const slot_t *,
                        resv_error_t *);
 
-/* One batch of add's statements, one for each slot `pick` selects; a
- * duplicate key is recorded in the slot's dup. Sends nothing when none is
+/* One batch of add's statements, one for each slot `pick` selects; what
+ * each did is recorded in the slot's did. Sends nothing when none is
  * picked. */
 static bool send_batch(const all_t *a, add_fn add, bool (*pick)(const slot_t *),
                        const char *what, resv_error_t *err) {
   mongoc_bulk_operation_t *bulk = new_bulk(a);
   size_t *of = calloc(a->n + 1, sizeof *of);
-  bool *dup = calloc(a->n + 1, sizeof *dup);
+  uint8_t *did = calloc(a->n + 1, sizeof *did);
   size_t nstmt = 0;
-  bool ok = of && dup;
+  bool ok = of && did;
   if (!ok) resv__fail(err, RESV_ENOMEM, "%s: out of memory", what);
   for (size_t i = 0; ok && i < a->n; i++) {
     if (!pick(&a->s[i])) continue;
-    a->s[i].dup = false;
+    a->s[i].did = DID_MATCH;
     a->s[i].unread = true;
     ok = add(a, bulk, &a->s[i], err);
     if (ok) of[nstmt++] = i;
   }
   if (ok && nstmt) {
-    ok = run_bulk(a, bulk, dup, nstmt, what, err);
+    ok = run_bulk(a, bulk, did, nstmt, what, err);
     bulk = NULL;
-    for (size_t j = 0; ok && j < nstmt; j++) a->s[of[j]].dup = dup[j];
+    for (size_t j = 0; ok && j < nstmt; j++) a->s[of[j]].did = did[j];
   }
   if (bulk) mongoc_bulk_operation_destroy(bulk);
   free(of);
-  free(dup);
+  free(did);
   return ok;
 }
 
@@ -254,7 +286,7 @@ static bool pick_emptied(const slot_t *s) { return s->emptied; }
 /* What reserve_all's taking back writes to: this owner's pending ones,
  * and every key whose state no read told. */
 static bool pick_mine(const slot_t *s) {
-  return s->unread || (s->raw && s->doc.state == RESV_STATE_PENDING &&
+  return s->unread || (has_doc(s) && s->doc.state == RESV_STATE_PENDING &&
                        resv__mongo_doc_owned_by(&s->doc, &s->r.owner));
 }
 
@@ -351,16 +383,54 @@ static bool holds_attempt(const resv__mongo_doc_t *d, const resv_str_t *attempt)
 }
 
 /* Decides a read slot's verdict, as the single-key upsert decides after
- * its write and after a duplicate key's read. */
+ * its write and after a duplicate key's read. A confirm holds the owner's
+ * confirmed reservation of a version at least its own (a lower one its
+ * exact filter raises: sent again). */
 static verdict_t judge(const all_t *a, const slot_t *s) {
   const resv__mongo_doc_t *d = &s->doc;
   if (!s->raw) return V_FREE;
   bool live = d->state == RESV_STATE_CONFIRMED || d->expires_at > a->now;
   if (!resv__mongo_doc_owned_by(d, &s->r.owner)) return live ? V_OTHER : V_FREE;
-  if (d->state == RESV_STATE_CONFIRMED) return V_HELD;
+  if (d->state == RESV_STATE_CONFIRMED)
+    return s->r.op == RESV_OP_RESERVE || d->version >= s->r.version ? V_HELD : V_FREE;
   if (s->r.op != RESV_OP_RESERVE || !live) return V_FREE;
   if (holds_attempt(d, &s->r.attempt)) return V_HELD;
   return d->nholds >= (size_t)a->m->max_holds ? V_FULL : V_FREE;
+}
+
+/* A key whose statement left the request's own document, which the
+ * reply alone tells: a reserve's insert (no document stood there, so the
+ * pipeline wrote the owner, the expiry and the one hold), or an exact
+ * confirm that did not meet a duplicate key (it matched or inserted, and
+ * either way wrote the owner's confirmed reservation of its version).
+ * Its doc is then the request's, and it is not read. */
+static bool know(all_t *a, slot_t *s) {
+  bool reserve = s->r.op == RESV_OP_RESERVE;
+  if (reserve ? s->did != DID_INSERT : s->did == DID_DUPLICATE) return false;
+  slot_forget(s);
+  s->doc = (resv__mongo_doc_t){.key = s->r.key, .owner = s->r.owner};
+  if (reserve) {
+    s->doc.state = RESV_STATE_PENDING;
+    s->doc.expires_at = a->expires;
+    s->doc.holds = &s->r.attempt;
+    s->doc.nholds = 1;
+  } else {
+    s->doc.state = RESV_STATE_CONFIRMED;
+    s->doc.version = s->r.version;
+  }
+  s->known = true;
+  s->todo = s->unread = false;
+  s->verdict = V_HELD;
+  return true;
+}
+
+/* After a batch: know what the reply tells; true when some key is left
+ * for the read. */
+static bool left_to_read(all_t *a) {
+  bool left = false;
+  for (size_t i = 0; i < a->n; i++)
+    if (a->s[i].todo && !know(a, &a->s[i])) left = true;
+  return left;
 }
 
 /* Rounds of write and read until no key is free (or, for reserve_all,
@@ -368,7 +438,9 @@ static verdict_t judge(const all_t *a, const slot_t *s) {
 static bool write_and_read(all_t *a, const char *what, resv_error_t *err) {
   for (int round = 0;; round++) {
     bool again = false, other = false;
-    if (!send_batch(a, add_upsert, pick_todo, what, err) || !read_todo(a, err)) return false;
+    if (!send_batch(a, add_upsert, pick_todo, what, err)) return false;
+    if (!left_to_read(a)) return true;
+    if (!read_todo(a, err)) return false;
     a->gone = NULL; /* the format record is looked for once */
     for (size_t i = 0; i < a->n; i++) {
       slot_t *s = &a->s[i];
@@ -401,7 +473,7 @@ static bool only_held_by(const resv__mongo_doc_t *d, const resv_str_t *attempt) 
 static bool take_back(all_t *a, resv_error_t *err) {
   for (size_t i = 0; i < a->n; i++) {
     slot_t *s = &a->s[i];
-    s->emptied = s->raw && s->doc.state == RESV_STATE_PENDING &&
+    s->emptied = has_doc(s) && s->doc.state == RESV_STATE_PENDING &&
                  resv__mongo_doc_owned_by(&s->doc, &s->r.owner) &&
                  only_held_by(&s->doc, &s->r.attempt);
   }
@@ -414,7 +486,7 @@ static bool take_back(all_t *a, resv_error_t *err) {
 static bool reserve_key_answer(const slot_t *s, bool conflict, resv_answer_t *k,
                                resv_error_t *err) {
   const resv__mongo_doc_t *d = &s->doc;
-  bool ours = s->raw && resv__mongo_doc_owned_by(d, &s->r.owner);
+  bool ours = has_doc(s) && resv__mongo_doc_owned_by(d, &s->r.owner);
   if (s->verdict == V_OTHER) return resv__mongo_doc_answer(d, RESV_CONFLICT, false, k, err);
   if (!conflict)
     return resv__mongo_doc_answer(d, d->state == RESV_STATE_CONFIRMED ? RESV_CONFIRMED

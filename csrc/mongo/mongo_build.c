@@ -135,14 +135,30 @@ static void put_conforms(resv__bw_t *w, const resv__mongo_t *m) {
   resv__bw_bson(w, K("$expr"), m->conforms);
 }
 
+/* { <key>: { <op>: v } } */
+static void put_cmp(resv__bw_t *w, const char *key, size_t key_len,
+                    const char *op, size_t op_len, const int64_t *v) {
+  size_t doc = resv__bw_doc(w, key, key_len);
+  if (v)
+    resv__bw_int64(w, op, op_len, *v);
+  else
+    resv__bw_null(w, op, op_len);
+  resv__bw_end(w, doc);
+}
+
 /* F(key), $or [ { owner: O }, { expires_at: { $lte: now } } ] and the
  * conformance predicate. A reserve's owner clause is two, so that a new
  * attempt never joins a reservation holding max_holds attempts (one
  * already there still matches): { owner: O, "holds.<max_holds - 1>":
  * { $exists: false } } (fewer holds, or none: confirmed) and
- * { owner: O, holds: A }. The full one then answers at the duplicate key. */
+ * { owner: O, holds: A }. The full one then answers at the duplicate key.
+ * An exact confirm's owner clause is two as well, { owner: O, expires_at:
+ * { $ne: null } } (pending) and { owner: O, version: { $lte: V } }, so
+ * that every document it matches becomes the owner's confirmed one of
+ * version V exactly: mongo_all.c then knows the answer without reading
+ * it, and a confirmed one of a later version meets the duplicate key. */
 static void upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
-                          const resv_request_t *r, int64_t now) {
+                          const resv_request_t *r, int64_t now, bool exact) {
   bool reserve = r->op == RESV_OP_RESERVE;
   char last[32];
   int last_len = snprintf(last, sizeof last, "holds.%d", (int)m->max_holds - 1);
@@ -154,17 +170,20 @@ static void upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
     size_t exists = resv__bw_doc(w, last, (size_t)last_len);
     resv__bw_bool(w, K("$exists"), false);
     resv__bw_end(w, exists);
+  } else if (exact) {
+    put_cmp(w, K("expires_at"), K("$ne"), NULL);
   }
   resv__bw_end(w, mine);
   size_t expired = resv__bw_doc(w, K("1"));
-  size_t lte = resv__bw_doc(w, K("expires_at"));
-  resv__bw_int64(w, K("$lte"), now);
-  resv__bw_end(w, lte);
+  put_cmp(w, K("expires_at"), K("$lte"), &now);
   resv__bw_end(w, expired);
-  if (reserve) {
+  if (reserve || exact) {
     size_t held = resv__bw_doc(w, K("2"));
     put_owner(w, K("owner"), &r->owner);
-    put_str(w, K("holds"), &r->attempt);
+    if (reserve)
+      put_str(w, K("holds"), &r->attempt);
+    else
+      put_cmp(w, K("version"), K("$lte"), &r->version);
     resv__bw_end(w, held);
   }
   resv__bw_end(w, or);
@@ -296,8 +315,9 @@ void resv__mongo_put_conforms(resv__bw_t *w, const resv__mongo_t *m) {
 }
 
 void resv__mongo_upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
-                               const resv_request_t *r, int64_t now) {
-  upsert_filter(w, m, r, now);
+                               const resv_request_t *r, int64_t now,
+                               bool exact) {
+  upsert_filter(w, m, r, now, exact);
 }
 
 void resv__mongo_upsert_pipeline(resv__bw_t *w, const resv_request_t *r,

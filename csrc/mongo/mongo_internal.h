@@ -321,7 +321,9 @@ bool resv__mongo_run_all(resv__mongo_t *m, mongoc_collection_t *coll,
  * mongo_all.c's batches alike: a string under key (NULL, 0 is empty); the
  * _id {t, n, k} under key; F(key) (_id, tenant_id, key); the conformance
  * predicate as $expr; the filter and
- * the update pipeline of the single-key reserve or confirm r (r->op);
+ * the update pipeline of the single-key reserve or confirm r (r->op),
+ * with exact a confirm's filter matching only what becomes the owner's
+ * confirmed reservation of r->version;
  * the owner's filters (abandon's pull, release): F(key), owner and the
  * conformance predicate, and with emptied also expires_at not null and no
  * holds (abandon's delete). */
@@ -333,7 +335,7 @@ void resv__mongo_put_id(struct resv__bw *w, const char *key, size_t key_len,
 void resv__mongo_put_f_key(struct resv__bw *w, const resv_key_t *k);
 void resv__mongo_put_conforms(struct resv__bw *w, const resv__mongo_t *m);
 void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
-                               const resv_request_t *r, int64_t now);
+                               const resv_request_t *r, int64_t now, bool exact);
 void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,
                                  int64_t now, int64_t expires);
 void resv__mongo_owner_filter(struct resv__bw *w, const resv__mongo_t *m,

@@ -156,7 +156,7 @@ bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   bool ok = true, again = true;
 
   resv__bw_init(&fw);
-  resv__mongo_upsert_filter(&fw, m, r, now);
+  resv__mongo_upsert_filter(&fw, m, r, now, false);
   resv__bw_finish(&fw, &filter);
   resv__bw_init(&pw);
   resv__mongo_upsert_pipeline(&pw, r, now, expires);

@@ -215,6 +215,12 @@ START_TEST(t_confirm_all) {
   ck_assert_int_eq(a.keys[1].version, 7); /* the larger one */
   test_get(t, "b", &b);
   ck_assert_int_eq(b.status, RESV_CONFIRMED);
+  ck_assert_int_eq(b.version, 7);
+  all_call_ok(t, RESV_OP_CONFIRM_ALL, mine, 2, "ann", NULL, 9, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  ck_assert_int_eq(a.keys[0].version, 9);
+  test_get(t, "a", &b);
+  ck_assert_int_eq(b.version, 9);
   resv_answer_clear(&b);
 }
 END_TEST
