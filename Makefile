@@ -281,13 +281,14 @@ check: all $(O)/resv_tests
 	@$(MAKE) --no-print-directory test-layout test-docs-offline
 
 # Every code block of README.md and docs/ marked runnable (scripts/test-docs):
-# Lua and shell from a scratch folder outside the work tree, the nginx.conf
+# Lua, shell and C from a scratch folder outside the work tree, the nginx.conf
 # through nginx -t and a request; test-docs also runs the blocks that need a
 # MongoDB (against the emulator or MONGODB_URI).
+DOCS_ENV = O=$(O) LUAJIT=$(LUAJIT) CC="$(CC)" C_LIBS="$(LDFLAGS_ALL) $(LIBS_ALL)"
 test-docs: all
-	O=$(O) LUAJIT=$(LUAJIT) scripts/with-mongo $(PYTHON) scripts/test-docs
+	$(DOCS_ENV) scripts/with-mongo $(PYTHON) scripts/test-docs
 test-docs-offline: all
-	O=$(O) LUAJIT=$(LUAJIT) $(PYTHON) scripts/test-docs --offline
+	$(DOCS_ENV) $(PYTHON) scripts/test-docs --offline
 # ---- end of make check --------------------------------------------------
 
 # resv in the real Tarantool: fibers yield and resume as themselves, and
