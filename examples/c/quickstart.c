@@ -3,8 +3,8 @@
  * second user take another address and a user name in one call
  * (docs/c.md, "Several keys in one call").
  *
- *   make examples && build/examples/quickstart            (memory)
- *   build/examples/quickstart mongodb://127.0.0.1/app     (MongoDB)  */
+ *   make build/examples/quickstart && build/examples/quickstart   (memory)
+ *   build/examples/quickstart mongodb://127.0.0.1/app            (MongoDB) */
 #include <resv.h>
 #include <stdio.h>
 
