@@ -75,7 +75,7 @@ TEST_PACKAGES += prometheus
 DEB_PACKAGES := $(DEMO_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: lua-files all deps demo test test-layout test-c test-crash test-mongos test-emulator test-spectests test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
+.PHONY: lua-files all deps demo test test-layout test-c test-quickstart test-crash test-mongos test-emulator test-spectests test-lua test-nginx test-tarantool lua-cdef lua-install test-install \
         asan tsan valgrind bench bench-deps fuzz test-fuzz stress model test-model \
         install uninstall clean
 
@@ -131,11 +131,20 @@ test: deps
 	$(MAKE) test-layout test-c test-crash test-mongos test-emulator test-spectests test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
-# then the C quick start, on memory and on MongoDB.
+# then the C quick start.
 test-c: $(O)/resv_tests $(O)/examples/quickstart
 	scripts/with-mongo $(O)/resv_tests
-	$(O)/examples/quickstart >/dev/null
-	scripts/with-mongo sh -c '$(O)/examples/quickstart "$$RESV_TEST_URI" >/dev/null'
+	@$(MAKE) --no-print-directory test-quickstart
+
+# The C quick start on memory and on MongoDB: it exits 0 (every answer as
+# expected) and prints the answers of its calls of several keys.
+QUICKSTART_LINES := 'bob@example.com and bob: reserved' 'bob@example.com and bob: confirmed'
+test-quickstart: $(O)/examples/quickstart
+	$(O)/examples/quickstart >$(O)/quickstart.out
+	scripts/with-mongo sh -c '$(O)/examples/quickstart "$$RESV_TEST_URI"' >$(O)/quickstart-mongodb.out
+	@for out in $(O)/quickstart.out $(O)/quickstart-mongodb.out; do \
+	  for line in $(QUICKSTART_LINES); do grep -qxF "$$line" $$out || \
+	    { echo "$$out has no line '$$line':"; cat $$out; exit 1; }; done; done
 
 # The MongoDB suites again with the emulator answering as a mongos (or
 # MONGODB_URI, when it names one): sharding on first use, and every rule
@@ -281,13 +290,14 @@ check: all $(O)/resv_tests
 	@$(MAKE) --no-print-directory test-layout test-docs-offline
 
 # Every code block of README.md and docs/ marked runnable (scripts/test-docs):
-# Lua and shell from a scratch folder outside the work tree, the nginx.conf
+# Lua, shell and C from a scratch folder outside the work tree, the nginx.conf
 # through nginx -t and a request; test-docs also runs the blocks that need a
 # MongoDB (against the emulator or MONGODB_URI).
+DOCS_ENV = O=$(O) LUAJIT=$(LUAJIT) CC="$(CC)" C_LIBS="$(LDFLAGS_ALL) $(LIBS_ALL)"
 test-docs: all
-	O=$(O) LUAJIT=$(LUAJIT) scripts/with-mongo $(PYTHON) scripts/test-docs
+	$(DOCS_ENV) scripts/with-mongo $(PYTHON) scripts/test-docs
 test-docs-offline: all
-	O=$(O) LUAJIT=$(LUAJIT) $(PYTHON) scripts/test-docs --offline
+	$(DOCS_ENV) $(PYTHON) scripts/test-docs --offline
 # ---- end of make check --------------------------------------------------
 
 # resv in the real Tarantool: fibers yield and resume as themselves, and

@@ -579,5 +579,7 @@ Suite *file_integrity_suite(void) {
       a_relative_path_survives_a_change_of_directory, the_files_follow_the_umask,
       a_store_made_by_root_refuses_another_user_naming_both,
       a_read_only_directory_is_invalid_naming_the_user, NULL};
-  return test_suite("file_integrity", "file_integrity", 60, setup, teardown, tests);
+  Suite *s = test_suite("file_integrity", "file_integrity", 60, setup, teardown, tests);
+  file_unwatched_tcase(s);
+  return s;
 }

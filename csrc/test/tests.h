@@ -23,6 +23,8 @@ Suite *partition_suite(void), *mongo_sweep_suite(void);
 Suite *job_suite(void), *store_suite(void), *memory_suite(void);
 Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
 Suite *file_integrity_suite(void);
+/* The file_integrity suite's test case without inotify (test_file_unwatched.c). */
+void file_unwatched_tcase(Suite *s);
 Suite *file_records_suite(void);
 Suite *file_state_suite(void);
 Suite *rules_all_suite(void), *rules_model_suite(void);

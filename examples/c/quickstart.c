@@ -1,9 +1,10 @@
 /* quickstart.c: the C API in one page. Reserves an e-mail for one user,
  * shows a second user meeting it as a conflict, confirms it, and lets the
- * second user take another address. The README's C example is this file.
+ * second user take another address and a user name in one call
+ * (docs/c.md, "Several keys in one call").
  *
- *   make examples && build/examples/quickstart            (memory)
- *   build/examples/quickstart mongodb://127.0.0.1/app     (MongoDB)  */
+ *   make build/examples/quickstart && build/examples/quickstart   (memory)
+ *   build/examples/quickstart mongodb://127.0.0.1/app            (MongoDB) */
 #include <resv.h>
 #include <stdio.h>
 
@@ -46,6 +47,22 @@ int main(int argc, char **argv) {
   if (!resv_abandon(users, &email, &bob, resv_cstr("signup-2"), &a, &err))
     return fail("abandon", &err);
   printf("bob: %s\n", resv_status_name(a.status));
+
+  /* Bob signs up with his own address and a user name: both or neither. */
+  resv_key_t keys[2] = {{resv_cstr(""), resv_cstr("email"), resv_cstr("bob@example.com")},
+                        {resv_cstr(""), resv_cstr("username"), resv_cstr("bob")}};
+  resv_request_t all = {.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = 2, .owner = bob,
+                        .attempt = resv_cstr("signup-3"), .ttl_ms = 30000};
+  if (!resv_call(users, &all, &a, &err)) return fail("reserve_all", &err);
+  printf("bob@example.com and bob: %s\n", resv_status_name(a.status));
+  if (a.status != RESV_RESERVED) rc = 1;
+
+  /* His account is stored as version 1: both keys are confirmed. */
+  all.op = RESV_OP_CONFIRM_ALL;
+  all.version = 1;
+  if (!resv_call(users, &all, &a, &err)) return fail("confirm_all", &err);
+  printf("bob@example.com and bob: %s\n", resv_status_name(a.status));
+  if (a.status != RESV_CONFIRMED) rc = 1;
 
   if (!resv_get(users, &email, &a, &err)) return fail("get", &err);
   printf("ann@example.com: %s by %.*s\n", resv_status_name(a.status),
