@@ -76,21 +76,18 @@ bool resv__file_write_one(file_t *f, resv__file_type_t *ft, const resv_request_t
     else
       rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, NULL);
     if (rc == 0 && ok) rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), RECLAIM_STEPS, &deleted);
-    if (rc == 0 && ok)
-      rc = mdb_txn_commit(txn);
-    else
-      mdb_txn_abort(txn);
-    resv__file_end_write(e);
+    rc = resv__file_finish_write(e, txn, rc, ok, true);
     if (rc == 0) return ok;
     if (rc != MDB_MAP_FULL || round > 0) return resv__file_lmdb_fail(e, err, rc, resv__file_op_name(r->op));
     resv__file_reclaim_when_full(f, ft, now, deadline);
   }
 }
 
-/* Runs a batch of writes in one transaction and one synced commit. When
- * LMDB fails it (a full map, a disk error), each write runs again in its
- * own transaction, so one write's failure is only its own. */
-static void run_batch(env_t *e, commit_op_t *batch) {
+/* Runs a batch of writes in one transaction and commits it, its flush
+ * left to the caller (true: the commit is to be flushed). When LMDB fails
+ * it (a full map, a disk error), each write runs again in its own
+ * transaction, flushed, so one write's failure is only its own. */
+static bool run_batch(env_t *e, commit_op_t *batch) {
   MDB_txn *txn;
   int64_t deadline = batch->deadline; /* the batch's latest */
   for (commit_op_t *o = batch; o; o = o->next)
@@ -99,7 +96,7 @@ static void run_batch(env_t *e, commit_op_t *batch) {
   int rc = resv__file_begin_write(e, deadline, resv__file_op_name(batch->req->op), batch->err, &txn);
   if (rc == RESV__GATE_REFUSED) { /* every write of the batch answers why */
     for (commit_op_t *o = batch->next; o; o = o->next) *o->err = *batch->err;
-    return;
+    return false;
   }
   if (rc == 0) {
     if (over_limit(e)) rc = MDB_MAP_FULL; /* each on its own, as resv__file_write_one decides */
@@ -111,22 +108,30 @@ static void run_batch(env_t *e, commit_op_t *batch) {
         rc = resv__file_reclaim(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms),
                                 RECLAIM_STEPS, &deleted);
     }
-    if (rc == 0)
-      rc = mdb_txn_commit(txn);
-    else
-      mdb_txn_abort(txn);
-    resv__file_end_write(e);
+    rc = resv__file_finish_write(e, txn, rc, true, false);
   }
-  if (rc == 0) return;
+  if (rc == 0) return true;
   for (commit_op_t *o = batch; o; o = o->next)
     o->ok = resv__file_write_one(o->file, o->ft, o->req, o->now, o->deadline, false, o->answer, o->err);
+  return false;
+}
+
+/* The flush of a batch's commit: a write it fails answers the flush's
+ * error instead (its answer is not on the disk). */
+static void sync_batch(env_t *e, commit_op_t *batch) {
+  int rc = resv__file_sync(e);
+  for (commit_op_t *o = batch; rc && o; o = o->next)
+    if (o->ok) o->ok = resv__file_lmdb_fail(e, o->err, rc, resv__file_op_name(o->req->op));
 }
 
 /* Queues a write for the next shared commit and waits for it: the first
- * waiter to find no commit under way commits everything queued. Each
- * waiter sleeps on its own condition: the leader wakes the writes of its
- * commit, and the first of those queued meanwhile to lead the next, so a
- * commit wakes no waiter that has nothing to do. */
+ * waiter to find no commit under way commits everything queued. Once its
+ * commit is made, the leader lets the next one begin and flushes its own
+ * meanwhile (resv__file_sync), so the commits of two batches overlap
+ * their flushes. Each waiter sleeps on its own condition: the leader
+ * wakes the writes of its batch once flushed, and the first of those
+ * queued meanwhile to lead the next, so a commit wakes no waiter that has
+ * nothing to do. */
 bool resv__file_write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
                           int64_t now, int64_t deadline, resv_answer_t *a,
                           resv_error_t *err) {
@@ -141,15 +146,21 @@ bool resv__file_write_grouped(file_t *f, resv__file_type_t *ft, const resv_reque
     e->queue_head = &op;
   e->queue_tail = &op;
   while (!op.done) {
-    if (e->committing) {
+    if (e->committing || op.taken) { /* taken: in a batch being flushed */
       pthread_cond_wait(&op.wake, &e->queue_mutex);
       continue;
     }
     commit_op_t *batch = e->queue_head;
     e->queue_head = e->queue_tail = NULL;
+    for (commit_op_t *o = batch; o; o = o->next) o->taken = true;
     e->committing = true;
     pthread_mutex_unlock(&e->queue_mutex);
-    run_batch(e, batch);
+    bool flush = run_batch(e, batch);
+    pthread_mutex_lock(&e->queue_mutex);
+    e->committing = false;
+    if (e->queue_head) pthread_cond_signal(&e->queue_head->wake);
+    pthread_mutex_unlock(&e->queue_mutex);
+    if (flush) sync_batch(e, batch);
     pthread_mutex_lock(&e->queue_mutex);
     for (commit_op_t *o = batch, *next; o; o = next) {
       next = o->next;
@@ -157,8 +168,6 @@ bool resv__file_write_grouped(file_t *f, resv__file_type_t *ft, const resv_reque
       o->done = true;
       if (o != &op) pthread_cond_signal(&o->wake);
     }
-    e->committing = false;
-    if (e->queue_head) pthread_cond_signal(&e->queue_head->wake);
   }
   pthread_mutex_unlock(&e->queue_mutex);
   pthread_cond_destroy(&op.wake);

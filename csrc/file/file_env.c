@@ -145,14 +145,15 @@ static bool check_marker(env_t *e, bool write, int64_t deadline, resv_error_t *e
     rc = check_unmarked(e, txn, rc, &m, err);
   else if (rc == 0)
     rc = check_format(e, txn, marker, &m, err);
-  if (rc == 0 && m.commit)
-    rc = mdb_txn_commit(txn);
-  else
-    mdb_txn_abort(txn);
-  if (write)
-    resv__file_end_write(e);
-  else
+  if (write) {
+    rc = resv__file_finish_write(e, txn, rc, m.commit, true);
+  } else {
+    if (rc == 0 && m.commit)
+      rc = mdb_txn_commit(txn);
+    else
+      mdb_txn_abort(txn);
     resv__file_end_txn(e);
+  }
   if (m.unmarked) *unmarked = true;
   return rc ? resv__file_lmdb_fail(e, err, rc, m.what) : m.ok;
 }
@@ -199,6 +200,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   pthread_mutex_init(&e->idle_mutex, NULL);
   pthread_mutex_init(&e->queue_mutex, NULL);
   atomic_init(&e->reader_check_at, 0);
+  atomic_init(&e->sync_failed, 0);
   /* The state file first: nothing may read data.mdb that resv.state says
    * an OS crash may have damaged. */
   if (!(e->state = resv__file_state_open(path, disk, reset, err)) ||
@@ -213,7 +215,9 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   } else if (!(rc = mdb_env_set_maxdbs(e->mdb, MAX_TYPES + 1)) &&
              !(rc = mdb_env_set_maxreaders(e->mdb, MAX_READERS)) &&
              !(rc = mdb_env_set_mapsize(e->mdb, (size_t)(map_size + slack_of(map_size))))) {
-    rc = mdb_env_open(e->mdb, path, MDB_NOTLS | (disk ? 0 : MDB_NOSYNC | MDB_WRITEMAP), 0666);
+    /* disk: the meta page's flush is resv__file_sync's, outside the lock */
+    rc = mdb_env_open(e->mdb, path,
+                      MDB_NOTLS | (disk ? MDB_NOMETASYNC : MDB_NOSYNC | MDB_WRITEMAP), 0666);
     if (rc == 0) rc = resv__file_identity_init(&e->id, e->mdb, path, !disk);
   }
   if (rc) {

@@ -40,6 +40,9 @@ typedef struct env {
   MDB_env *mdb;
   resv__gate_t *gate; /* taken by every writer before LMDB's lock */
   bool disk;
+  /* sync = "disk": the errno of a flush that failed, then every write
+   * fails with it (what reached the disk is not known); 0 before. */
+  _Atomic int sync_failed;
   resv__file_state_t *state; /* resv.state and the checkpoints */
   int64_t map_size;
   size_t limit_pages; /* map_size in pages: where writes that add stop */
@@ -87,7 +90,8 @@ struct commit_op {
   int64_t deadline;
   pthread_cond_t wake; /* its commit is done, or it is to lead the next */
   bool ok;
-  bool done;
+  bool taken; /* in a leader's batch */
+  bool done;  /* its batch committed and flushed */
 };
 
 /* ---- the environment (file_env.c) --------------------------------------- */
@@ -128,6 +132,18 @@ int resv__file_begin_write_checked(env_t *e, int64_t deadline, bool checked,
 int resv__file_begin_write(env_t *e, int64_t deadline, const char *what,
                            resv_error_t *err, MDB_txn **txn);
 void resv__file_end_write(env_t *e);
+/* Ends a write transaction begun by resv__file_begin_write: commits it
+ * when rc is 0 and commit (else aborts it), leaves the gate and, with
+ * sync = "disk" and sync, flushes the commit (resv__file_sync), holding
+ * no lock by then. Returns rc, or the commit's or the flush's code. */
+int resv__file_finish_write(env_t *e, MDB_txn *txn, int rc, bool commit, bool sync);
+/* sync = "disk": every commit made before the call is on the disk once
+ * it returns 0. LMDB commits with MDB_NOMETASYNC, flushing its data pages
+ * under its writer's lock and writing its meta page after them; this
+ * flush (an fdatasync) takes the meta page to the disk outside every
+ * lock, so the next writer, of any process, does not wait for it. A
+ * failed flush fails every write of the environment from then on. */
+int resv__file_sync(env_t *e);
 /* A read-only transaction, renewed from the idle ones when there is one;
  * resv__file_end_read resets it and keeps it. */
 int resv__file_begin_read(env_t *e, MDB_txn **txn);

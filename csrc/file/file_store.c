@@ -92,14 +92,12 @@ static int set_up_type(env_t *e, resv_type_t *type, unsigned flags, int64_t dead
   if (rc) return rc;
   rc = mdb_dbi_open(txn, type->collection, flags ? 0 : MDB_CREATE, dbi);
   if (rc == 0) rc = resv__file_format(txn, *dbi, type->collection, err, ok);
+  if (!flags) return resv__file_finish_write(e, txn, rc, *ok, true);
   if (rc == 0 && *ok)
     rc = mdb_txn_commit(txn); /* a read-only one keeps the handle too */
   else
     mdb_txn_abort(txn);
-  if (flags)
-    resv__file_end_txn(e);
-  else
-    resv__file_end_write(e);
+  resv__file_end_txn(e);
   return rc;
 }
 
@@ -238,11 +236,7 @@ static bool file_put(void *backend, resv_type_t *type, const resv_scan_entry_t *
   int rc = resv__file_begin_write(env, deadline, "put", err, &txn);
   if (rc == 0) {
     rc = resv__file_put(txn, ft, e, outcome, err, &ok);
-    if (rc == 0 && ok && *outcome == RESV_PUT_ADDED)
-      rc = mdb_txn_commit(txn);
-    else
-      mdb_txn_abort(txn);
-    resv__file_end_write(env);
+    rc = resv__file_finish_write(env, txn, rc, ok && *outcome == RESV_PUT_ADDED, true);
   }
   return rc ? resv__file_write_fail(env, err, rc, "put") : ok;
 }

@@ -42,11 +42,7 @@ void resv__file_reclaim_when_full(file_t *f, resv__file_type_t *ft, int64_t now,
     resv_error_t gate_err;
     if (resv__file_begin_write(e, deadline, "reclaim", &gate_err, &txn)) return;
     rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), chunk, &deleted);
-    if (rc == 0)
-      rc = mdb_txn_commit(txn);
-    else
-      mdb_txn_abort(txn);
-    resv__file_end_write(e);
+    rc = resv__file_finish_write(e, txn, rc, true, true);
     if (rc == 0) {
       done += chunk;
       if (chunk < RECLAIM_CHUNK) chunk *= 2;
@@ -78,11 +74,7 @@ bool resv__file_sweep(file_t *f, resv__file_type_t *ft, int64_t now, int64_t dea
     int rc = resv__file_begin_write(e, deadline, "sweep", err, &txn);
     if (rc) return resv__file_write_fail(e, err, rc, "sweep");
     rc = resv__file_walk(txn, ft->dbi, at, &at_len, limit, chunk, &n);
-    if (rc == 0)
-      rc = mdb_txn_commit(txn);
-    else
-      mdb_txn_abort(txn);
-    resv__file_end_write(e);
+    rc = resv__file_finish_write(e, txn, rc, true, true);
     if (rc == MDB_MAP_FULL && chunk > 1) {
       memcpy(at, before, before_len); /* the chunk did not happen */
       at_len = before_len;

@@ -49,6 +49,11 @@ bool resv__file_lmdb_fail(const env_t *e, resv_error_t *err, int rc, const char 
   case RESV__FILE_GONE:
   case RESV__FILE_SHORT:
     return resv__file_identity_fail(&e->id, rc, what, err);
+  case EIO:
+    return resv__fail(err, RESV_EUNAVAILABLE,
+                      "%s: %s: the disk failed to flush a commit (%s): the writes since "
+                      "the last flush may be lost; open the store again", what, e->path,
+                      mdb_strerror(rc));
   case EACCES:
   case EPERM:
   case EROFS:
@@ -120,6 +125,8 @@ void resv__file_end_txn(env_t *e) {
  * resv__file_end_write ends what it began. */
 int resv__file_begin_write_checked(env_t *e, int64_t deadline, bool checked, const char *what,
                                resv_error_t *err, MDB_txn **txn) {
+  int failed = atomic_load_explicit(&e->sync_failed, memory_order_acquire);
+  if (failed) return failed;
   if (!resv__gate_try(e->gate)) {
     if (deadline == RESV__DEADLINE_NO_WAIT) {
       resv__fail(err, RESV__EWOULDBLOCK, "%s: another writer holds the gate", what);
@@ -157,6 +164,34 @@ int resv__file_begin_write(env_t *e, int64_t deadline, const char *what, resv_er
 void resv__file_end_write(env_t *e) {
   resv__file_end_txn(e);
   resv__gate_leave(e->gate);
+}
+
+/* A flush failed (rc): every write fails from now on. Linux reports a
+ * failed writeback to one flush of a file descriptor and may drop the
+ * pages, so a flush after it can succeed with them lost: the first
+ * failure is the one every write answers. */
+static int flush_failed(env_t *e, int rc) {
+  int none = 0;
+  atomic_compare_exchange_strong(&e->sync_failed, &none, rc);
+  return rc;
+}
+
+int resv__file_sync(env_t *e) {
+  int rc = atomic_load_explicit(&e->sync_failed, memory_order_acquire);
+  if (rc == 0 && (rc = mdb_env_sync(e->mdb, 1)) != 0) flush_failed(e, rc);
+  return rc;
+}
+
+int resv__file_finish_write(env_t *e, MDB_txn *txn, int rc, bool commit, bool sync) {
+  bool committing = rc == 0 && commit;
+  if (committing)
+    rc = mdb_txn_commit(txn); /* with sync = "disk", flushes the data pages */
+  else
+    mdb_txn_abort(txn);
+  resv__file_end_write(e);
+  if (committing && rc == EIO) return flush_failed(e, rc);
+  if (committing && rc == 0 && sync && e->disk) rc = resv__file_sync(e);
+  return rc;
 }
 
 /* resv__file_lmdb_fail for a code of resv__file_begin_write's: err is filled already when the

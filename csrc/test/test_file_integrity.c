@@ -581,5 +581,6 @@ Suite *file_integrity_suite(void) {
       a_read_only_directory_is_invalid_naming_the_user, NULL};
   Suite *s = test_suite("file_integrity", "file_integrity", 60, setup, teardown, tests);
   file_unwatched_tcase(s);
+  file_flush_tcase(s);
   return s;
 }

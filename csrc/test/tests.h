@@ -25,6 +25,8 @@ Suite *rules_file_suite(void), *file_store_suite(void), *file_diff_suite(void);
 Suite *file_integrity_suite(void);
 /* The file_integrity suite's test case without inotify (test_file_unwatched.c). */
 void file_unwatched_tcase(Suite *s);
+/* Its test case of a disk that fails a flush (test_file_flush.c). */
+void file_flush_tcase(Suite *s);
 Suite *file_records_suite(void);
 Suite *file_state_suite(void);
 Suite *rules_all_suite(void), *rules_model_suite(void);
