@@ -5,9 +5,11 @@
  *   bigdelete [rounds] [reserves per measure] [live keys] [process|disk|both]
  *
  * Each round, for each case (sync = "process" and "disk"; 0, 10,000 and
- * 100,000 expired reservations), on a fresh store: `live` reservations
- * (default 20,000) with scattered keys and a long ttl, and the expired
- * ones side by side (a burst of sign-ups that expired), written with
+ * 100,000 expired reservations, side by side or scattered), on a fresh
+ * store: `live` reservations (default 20,000) with scattered keys and a
+ * long ttl, and the expired ones: side by side (a burst of sign-ups that
+ * expired, so the sweep empties whole pages) or scattered among the live
+ * ones (so the sweep changes most pages and empties few), written with
  * sync = "process" and the store then opened in the case's mode; then
  * `reserves` (default 2,000) reserves of new scattered keys, one call and
  * one commit each (before); the sweep; the same number of reserves again
@@ -23,9 +25,12 @@
  * made under $TMPDIR (default /tmp) and removed. */
 #include "bench.h"
 
+#include <lmdb.h>
+#include <sys/wait.h>
+
 #define MAX_ROUNDS 64
 #define GRACE_MS 1
-#define CASES 6
+#define CASES 10
 
 static char dir[256];
 static int live = 20000;
@@ -53,7 +58,7 @@ static uint64_t mix(uint64_t z) {
 }
 
 /* The i-th 20-byte key: scattered over the key space, or in order under
- * a prefix of its own ("e", the burst that expires). */
+ * a prefix of its own ("e", a burst). */
 static void key_of(char *buf, int i, bool scattered) {
   if (scattered)
     snprintf(buf, 21, "k%019llu",
@@ -76,28 +81,81 @@ static void reserve(resv_type_t *t, const char *key, int64_t ttl) {
 
 typedef struct {
   double wall, cpu; /* ns per reserve */
+  double pages;     /* written with write calls, a reserve (sync = "disk") */
 } cost_t;
+
+/* The bytes this process passed to write calls so far (/proc/self/io). */
+static long long written_bytes(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  char line[128];
+  long long w = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "wchar: %lld", &w) == 1) break;
+  if (f) fclose(f);
+  return w;
+}
+
+/* The shape of the store's free list (LMDB's database 0), read by a
+ * child process: this one has the environment open already. */
+static void free_list(char *out, size_t size) {
+  int fds[2];
+  snprintf(out, size, "unknown");
+  fflush(stdout);
+  if (pipe(fds)) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_stat st;
+    char text[160] = "unreadable";
+    /* The reader slot is given back before the child ends: a slot left
+     * by a dead process pins its snapshot, and LMDB then reuses no page
+     * freed since until a writer clears the slot (once a second). */
+    if (!mdb_env_create(&env)) {
+      if (!mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0600) &&
+          !mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) {
+        if (!mdb_stat(txn, 0, &st))
+          snprintf(text, sizeof text, "%zu records, depth %u, %zu leaves", st.ms_entries,
+                   st.ms_depth, st.ms_leaf_pages);
+        mdb_txn_abort(txn);
+      }
+      mdb_env_close(env);
+    }
+    if (write(fds[1], text, strlen(text) + 1) < 0) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  ssize_t got = pid > 0 ? read(fds[0], out, size - 1) : -1;
+  if (got > 0) out[got] = 0;
+  close(fds[0]);
+  if (pid > 0) waitpid(pid, NULL, 0);
+}
 
 /* The cost of a reserve of n new scattered keys from key `from`. */
 static cost_t reserves(resv_type_t *t, int n, int from) {
   char key[32];
+  long long w0 = written_bytes();
   int64_t t0 = bench_wall_ns(), c0 = bench_thread_cpu_ns();
   for (int i = 0; i < n; i++) {
     key_of(key, from + i, true);
     reserve(t, key, 3600000);
   }
-  return (cost_t){(double)(bench_wall_ns() - t0) / n, (double)(bench_thread_cpu_ns() - c0) / n};
+  return (cost_t){(double)(bench_wall_ns() - t0) / n, (double)(bench_thread_cpu_ns() - c0) / n,
+                  (double)(written_bytes() - w0) / n / 4096};
 }
 
 typedef struct {
   cost_t before, after, later; /* after and later: ratios over before */
   long long deleted;
+  char free_list[160]; /* after the reserves after the sweep */
 } outcome_t;
 
-static cost_t over(cost_t x, cost_t base) { return (cost_t){x.wall / base.wall, x.cpu / base.cpu}; }
+static cost_t over(cost_t x, cost_t base) {
+  return (cost_t){x.wall / base.wall, x.cpu / base.cpu, x.pages};
+}
 
 /* One round of one case: the ratios after and later over before. */
-static outcome_t one_case(int32_t sync, int doomed, int n) {
+static outcome_t one_case(int32_t sync, int doomed, bool scattered, int n) {
   bench_fresh_dir(dir, sizeof dir);
   resv_store_t *s = open_store(RESV_SYNC_PROCESS);
   resv_type_t *t = type_of(s);
@@ -109,7 +167,7 @@ static outcome_t one_case(int32_t sync, int doomed, int n) {
     reserve(t, key, 3600000);
   }
   for (int i = 0; i < doomed; i++) {
-    key_of(key, i, false);
+    key_of(key, scattered ? 100000000 + i : i, scattered);
     reserve(t, key, 1000);
   }
   if (sync != RESV_SYNC_PROCESS) {
@@ -133,6 +191,7 @@ static outcome_t one_case(int32_t sync, int doomed, int n) {
     exit(1);
   }
   o.after = over(reserves(t, n, next), o.before);
+  free_list(o.free_list, sizeof o.free_list);
   next += n;
   o.later = over(reserves(t, n, next), o.before);
   resv_answer_clear(&a);
@@ -161,10 +220,13 @@ int main(int argc, char **argv) {
     int32_t sync;
     const char *mode;
     int doomed;
+    bool scattered;
   } cases[CASES] = {
-      {RESV_SYNC_PROCESS, "process", 0}, {RESV_SYNC_PROCESS, "process", 10000},
-      {RESV_SYNC_PROCESS, "process", 100000}, {RESV_SYNC_DISK, "disk", 0},
-      {RESV_SYNC_DISK, "disk", 10000}, {RESV_SYNC_DISK, "disk", 100000},
+      {RESV_SYNC_PROCESS, "process", 0, false},     {RESV_SYNC_PROCESS, "process", 10000, false},
+      {RESV_SYNC_PROCESS, "process", 100000, false}, {RESV_SYNC_PROCESS, "process", 10000, true},
+      {RESV_SYNC_PROCESS, "process", 100000, true},  {RESV_SYNC_DISK, "disk", 0, false},
+      {RESV_SYNC_DISK, "disk", 10000, false},        {RESV_SYNC_DISK, "disk", 100000, false},
+      {RESV_SYNC_DISK, "disk", 10000, true},         {RESV_SYNC_DISK, "disk", 100000, true},
   };
   bool run[CASES];
   for (int c = 0; c < CASES; c++)
@@ -177,15 +239,19 @@ int main(int argc, char **argv) {
   for (int r = 0; r < rounds; r++)
     for (int c = 0; c < CASES; c++) {
       if (!run[c]) continue;
-      outcome_t o = one_case(cases[c].sync, cases[c].doomed, n);
+      outcome_t o = one_case(cases[c].sync, cases[c].doomed, cases[c].scattered, n);
       v[c][0][r] = o.after.wall;
       v[c][1][r] = o.later.wall;
       v[c][2][r] = o.after.cpu;
       v[c][3][r] = o.later.cpu;
-      printf("round %d, sync = \"%s\", %d expired: before %.0f ns a reserve (CPU %.0f); "
-             "after the sweep %.2fx (CPU %.2fx), later %.2fx (CPU %.2fx)\n", r + 1,
-             cases[c].mode, cases[c].doomed, o.before.wall, o.before.cpu, o.after.wall,
-             o.after.cpu, o.later.wall, o.later.cpu);
+      printf("round %d, sync = \"%s\", %d expired%s: before %.0f ns a reserve (CPU %.0f); "
+             "after the sweep %.2fx (CPU %.2fx), later %.2fx (CPU %.2fx)", r + 1,
+             cases[c].mode, cases[c].doomed, cases[c].scattered ? " (scattered)" : "",
+             o.before.wall, o.before.cpu, o.after.wall, o.after.cpu, o.later.wall, o.later.cpu);
+      if (cases[c].sync == RESV_SYNC_DISK)
+        printf("; pages written a reserve %.2f before, %.2f after", o.before.pages,
+               o.after.pages);
+      printf("; the free list after: %s\n", o.free_list);
     }
   bench_load(load, sizeof load);
   printf("load at the end %s\n", load);
@@ -193,10 +259,12 @@ int main(int argc, char **argv) {
   for (int c = 0; c < CASES; c++)
     for (int w = 0; run[c] && w < 4; w++) {
       char name[80], text[160];
-      snprintf(name, sizeof name, "%s_%s_sweep_of_%d", cases[c].mode, what[w], cases[c].doomed);
-      snprintf(text, sizeof text, "the reserves before, %s the %d reserves %s a sweep of %d",
+      const char *how = cases[c].scattered ? "scattered" : "side_by_side";
+      snprintf(name, sizeof name, "%s_%s_sweep_of_%d_%s", cases[c].mode, what[w],
+               cases[c].doomed, how);
+      snprintf(text, sizeof text, "the reserves before, %s the %d reserves %s a sweep of %d %s",
                w < 2 ? "wall time," : "CPU time,", n, w % 2 ? "after those after" : "after",
-               cases[c].doomed);
+               cases[c].doomed, how);
       print_spread(name, text, v[c][w], rounds);
     }
   return 0;
