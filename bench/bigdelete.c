@@ -9,7 +9,7 @@
  * store: `live` reservations (default 20,000) with scattered keys and a
  * long ttl, and the expired ones: side by side (a burst of sign-ups that
  * expired, so the sweep empties whole pages) or scattered among the live
- * ones (so the sweep changes most pages and empties few), written with
+ * ones (so the sweep changes pages all over the type), written with
  * sync = "process" and the store then opened in the case's mode; then
  * `reserves` (default 2,000) reserves of new scattered keys, one call and
  * one commit each (before); the sweep; the same number of reserves again
@@ -19,7 +19,9 @@
  * 0 expired is the control: a sweep that deletes nothing, which shows
  * the drift of the measure itself. Rounds default to 5 (at least 5);
  * min/median/max of the ratios. The last argument picks the modes
- * (default both).
+ * (default both). Each round also prints the shape of LMDB's free list
+ * after the reserves after the sweep and, for sync = "disk", the pages
+ * each reserve wrote (/proc/self/io: these do not move with the load).
  *
  * Every figure is printed as "figure <name> <value>". The directories are
  * made under $TMPDIR (default /tmp) and removed. */
