@@ -84,6 +84,11 @@ run "$out/rivals" 1 5 32
 #    Its records: bytes per reservation in order and scattered, the cost
 #    of a get's neighbour and link checks, commits after a big sweep.
 run "$out/records" 100000
+#    Single-record reserves after a sweep deleted 10,000 and 100,000
+#    expired reservations, against the same store's just before.
+run "$out/bigdelete" 5 2000 20000 both
+#    The same with LMDB alone: its share, the delete's batch, a compacted copy.
+run "$out/lmdb_freelist" 5 2000
 
 # 9. The counters of resv_store_stats on the memory store's hot path.
 run "$out/stats_cost" 200
