@@ -50,24 +50,26 @@ static int to_after(MDB_cursor *c, bool tail, MDB_val *k, MDB_val *v) {
   return rc == 0 && tail && !is_format(k) ? MDB_NOTFOUND : rc;
 }
 
-/* One cursor finds the key before key's place (its link into *prev),
- * then the record after the place, which it relinks to key. */
-int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev) {
+/* One cursor finds the key before key's place (its link is the new
+ * record's), writes the new record there (a search of its own only when
+ * it lands on another page), then moves on to the record after it, which
+ * it relinks to key. */
+int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
+                            resv__file_put_new_fn *put_new, void *arg) {
   MDB_cursor *c;
   MDB_val k = *key, v;
+  uint32_t prev = 0;
   int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
   rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
   bool tail = rc == MDB_NOTFOUND;
   if (rc == 0 || tail) rc = mdb_cursor_get(c, &k, &v, tail ? MDB_LAST : MDB_PREV);
-  if (rc == MDB_NOTFOUND) { /* not even the format record: nothing to chain */
-    *prev = 0;
-    rc = 0;
-  } else if (rc == 0) {
-    *prev = resv__file_key_link(&k);
-    if ((rc = to_after(c, tail, &k, &v)) == 0)
-      rc = relink_here(c, &k, &v, resv__file_key_link(key));
-  }
+  bool chained = rc == 0;
+  if (chained) prev = resv__file_key_link(&k);
+  if (rc == MDB_NOTFOUND) rc = 0; /* not even the format record: nothing to chain */
+  if (rc == 0) rc = put_new(c, prev, tail && chained, arg);
+  if (rc == 0 && chained && (rc = to_after(c, tail, &k, &v)) == 0)
+    rc = relink_here(c, &k, &v, resv__file_key_link(key));
   mdb_cursor_close(c);
   return rc;
 }
