@@ -42,6 +42,13 @@ typedef struct resv__file_type {
   size_t sweep_len;                                /* 0: from the start */
 } resv__file_type_t;
 
+/* Where a new key goes in the chain: the link of the key before its
+ * place, and whether it is past the last key. */
+typedef struct resv__file_place {
+  uint32_t prev;
+  bool tail;
+} resv__file_place_t;
+
 /* What resv__file_apply decided in a read-only transaction, for the
  * write transaction that may follow. write_needed: the request would
  * write, and its answer is to be thrown away unless planned. planned: one
@@ -54,6 +61,8 @@ typedef struct resv__file_peek {
   bool write_needed;
   bool planned;
   size_t txnid;
+  bool placed; /* place is where the key goes (its gap proven) */
+  resv__file_place_t place;
   resv__decision_t decision;
   size_t key_len;
   unsigned char key[RESV__FILE_KEY_MAX + 1]; /* the LMDB key the record takes */
@@ -118,18 +127,20 @@ int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
                     resv_error_t *err, bool *ok);
 
 /* The chain of a type's records (file_chain.c). chain_insert, for a new
- * record of key: finds the key before its place, has put_new write the
- * record through cursor c with that key's link (prev; append: key is
- * past the last, so MDB_APPEND), then relinks the record after it (past
- * the last, the format record) to key. chain_delete deletes key's record
- * and relinks the one after it to the deleted one's link. chain_gap: true
- * when after's link (after NULL: the format record's tail) names before,
+ * record of key: finds its place (unless at gives it, as found on the
+ * same snapshot), has put_new write the record through cursor c with the
+ * link of the key before (prev; append: key is past the last, so
+ * MDB_APPEND), then relinks the record after it (past the last, the
+ * format record) to key. chain_delete deletes key's record and relinks
+ * the one after it to the deleted one's link. chain_gap: true when
+ * after's link (after NULL: the format record's tail) names before,
  * proving nothing lies between them (c, a cursor on the type's database,
- * may be moved). The first two return an LMDB error code (0 on
- * success; put_new returns one too). */
+ * may be moved). The first two return an LMDB error code (0 on success;
+ * put_new returns one too). */
 typedef int resv__file_put_new_fn(MDB_cursor *c, uint32_t prev, bool append, void *arg);
 int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
-                            resv__file_put_new_fn *put_new, void *arg);
+                            const resv__file_place_t *at, resv__file_put_new_fn *put_new,
+                            void *arg);
 int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
 bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
                           const MDB_val *after_val);

@@ -42,6 +42,8 @@ typedef struct found {
   unsigned char key[RESV__FILE_KEY_MAX + 1]; /* its LMDB key, or the free one */
   size_t key_len;
   resv__file_rec_t rec;     /* when present */
+  bool placed;              /* absent, and place is where its key goes */
+  resv__file_place_t place;
   bool peek;                /* decide only: put and del write nothing */
   bool write_needed;        /* a peek met a put or a del */
 } found_t;
@@ -135,9 +137,9 @@ static bool decode(const resv__file_bounds_t *b, const MDB_val *key, const MDB_v
  * smaller, both sound, and the later one's link (the format record's,
  * past the last key) must name the earlier (file_chain.c), or the lookup
  * was led astray or a record was lost. Returns an LMDB error, or 0 with
- * *ok. */
+ * *ok, and then the place of want in at. */
 static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const void *want,
-                     size_t want_len, bool *ok) {
+                     size_t want_len, bool *ok, resv__file_place_t *at) {
   MDB_val key, val, after, after_val;
   bool last = rc == MDB_NOTFOUND;
   *ok = false;
@@ -152,6 +154,8 @@ static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const 
   if (rc) return rc;
   *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val) &&
         resv__file_chain_gap(c, &key, last ? NULL : &after, last ? NULL : &after_val);
+  at->prev = resv__file_key_link(&key);
+  at->tail = last;
   return 0;
 }
 
@@ -170,8 +174,9 @@ static int lookup_direct(MDB_cursor *c, const resv__file_bounds_t *b, const resv
     return 0;
   }
   if (rc && rc != MDB_NOTFOUND) return rc;
-  if ((rc = check_gap(c, rc, b, f->key, f->key_len, ok))) return rc;
+  if ((rc = check_gap(c, rc, b, f->key, f->key_len, ok, &f->place))) return rc;
   if (!*ok) damaged(err, ft, k, gap_damage);
+  f->placed = *ok;
   return 0;
 }
 
@@ -210,7 +215,8 @@ static int lookup_hashed(MDB_cursor *c, const resv__file_bounds_t *b, const resv
     key.mv_data = f->key;
     key.mv_size = HASHED_PREFIX;
     if (first == 0) first = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
-    if ((rc = check_gap(c, first, b, f->key, HASHED_PREFIX, ok))) return rc;
+    resv__file_place_t before_prefix;
+    if ((rc = check_gap(c, first, b, f->key, HASHED_PREFIX, ok, &before_prefix))) return rc;
     if (!*ok) return damaged(err, ft, k, gap_damage), 0;
   }
   unsigned char *s = f->key + HASHED_PREFIX;
@@ -229,7 +235,7 @@ static int lookup(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
                   const resv_key_t *k, found_t *f, resv_error_t *err, bool *ok) {
   MDB_cursor *c;
   resv__file_bounds_t b;
-  f->present = false;
+  f->present = f->placed = false;
   *ok = true;
   resv__file_bounds_of(txn, read_only, &b);
   int rc = mdb_cursor_open(txn, ft->dbi, &c);
@@ -276,7 +282,7 @@ static int put_new(MDB_cursor *c, uint32_t prev, bool append, void *arg) {
   int rc = ENOMEM;
   if (encode(&w, n->f, n->x, prev)) {
     MDB_val val = {w.len, w.p};
-    rc = mdb_cursor_put(c, &key, &val, append ? MDB_APPEND : 0);
+    rc = mdb_cursor_put(c, &key, &val, append ? MDB_APPEND : MDB_NOOVERWRITE);
   }
   resv__file_buf_free(&w);
   return rc;
@@ -288,7 +294,7 @@ static int put(MDB_txn *txn, MDB_dbi dbi, const found_t *f, const fields_t *x) {
   MDB_val key = {f->key_len, (void *)f->key};
   if (!f->present) {
     new_record_t n = {f, x};
-    return resv__file_chain_insert(txn, dbi, &key, put_new, &n);
+    return resv__file_chain_insert(txn, dbi, &key, f->placed ? &f->place : NULL, put_new, &n);
   }
   resv__file_buf_t w;
   int rc = ENOMEM;
@@ -450,6 +456,8 @@ static void plan(MDB_txn *txn, const found_t *f, const resv__decision_t *d,
   if (f->present || d->write != RESV__WRITE_RECORD) return;
   peek->planned = true;
   peek->txnid = mdb_txn_id(txn);
+  peek->placed = f->placed;
+  peek->place = f->place;
   peek->decision = *d;
   peek->key_len = f->key_len;
   memcpy(peek->key, f->key, f->key_len);
@@ -487,6 +495,8 @@ int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_req
   found_t f;
   resv__view_t v = {.state = RESV_STATE_NONE};
   f.present = f.peek = false;
+  f.placed = peek->placed;
+  f.place = peek->place;
   f.key_len = peek->key_len;
   memcpy(f.key, peek->key, peek->key_len);
   *ok = *done = true;
