@@ -81,7 +81,6 @@ int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
       found.prev = resv__file_key_link(&k);
       at = &found;
     } else if (rc == MDB_NOTFOUND) { /* not even the format record: nothing to chain */
-      found.tail = false;
       rc = put_new(c, 0, false, arg);
     }
   }
