@@ -50,24 +50,41 @@ static int to_after(MDB_cursor *c, bool tail, MDB_val *k, MDB_val *v) {
   return rc == 0 && tail && !is_format(k) ? MDB_NOTFOUND : rc;
 }
 
-/* One cursor finds the key before key's place (its link into *prev),
- * then the record after the place, which it relinks to key. */
-int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev) {
+/* Writes the new record of key through c (put_new) at its place, then
+ * relinks the record after it (past the last key, the format record) to
+ * key. */
+static int insert_at(MDB_cursor *c, const MDB_val *key, const resv__file_place_t *at,
+                     resv__file_put_new_fn *put_new, void *arg) {
+  MDB_val k, v;
+  int rc = put_new(c, at->prev, at->tail, arg);
+  if (rc == 0 && (rc = to_after(c, at->tail, &k, &v)) == 0)
+    rc = relink_here(c, &k, &v, resv__file_key_link(key));
+  return rc;
+}
+
+/* One cursor finds the key before key's place (unless at says where it
+ * is), writes the new record there (a search of its own only when it
+ * lands on another page), then moves on to the record after it. */
+int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
+                            const resv__file_place_t *at, resv__file_put_new_fn *put_new,
+                            void *arg) {
   MDB_cursor *c;
   MDB_val k = *key, v;
+  resv__file_place_t found = {0, false};
   int rc = mdb_cursor_open(txn, dbi, &c);
   if (rc) return rc;
-  rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-  bool tail = rc == MDB_NOTFOUND;
-  if (rc == 0 || tail) rc = mdb_cursor_get(c, &k, &v, tail ? MDB_LAST : MDB_PREV);
-  if (rc == MDB_NOTFOUND) { /* not even the format record: nothing to chain */
-    *prev = 0;
-    rc = 0;
-  } else if (rc == 0) {
-    *prev = resv__file_key_link(&k);
-    if ((rc = to_after(c, tail, &k, &v)) == 0)
-      rc = relink_here(c, &k, &v, resv__file_key_link(key));
+  if (!at) {
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    found.tail = rc == MDB_NOTFOUND;
+    if (rc == 0 || found.tail) rc = mdb_cursor_get(c, &k, &v, found.tail ? MDB_LAST : MDB_PREV);
+    if (rc == 0) {
+      found.prev = resv__file_key_link(&k);
+      at = &found;
+    } else if (rc == MDB_NOTFOUND) { /* not even the format record: nothing to chain */
+      rc = put_new(c, 0, false, arg);
+    }
   }
+  if (at) rc = insert_at(c, key, at, put_new, arg);
   mdb_cursor_close(c);
   return rc;
 }

@@ -59,10 +59,12 @@ static bool adds_data(const resv_request_t *r) {
 /* One write in its own transaction, with the expired records it passes
  * reclaimed; when the map is full, reclaims and tries once more. checked:
  * the call's read transaction checked the files just before (then the
- * write checks them again only if it waits for the gate). */
+ * write checks them again only if it waits for the gate). plan: what that
+ * read decided, written without a second lookup when nothing was
+ * committed since (file_internal.h). */
 bool resv__file_write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                      int64_t now, int64_t deadline, bool checked, resv_answer_t *a,
-                      resv_error_t *err) {
+                      int64_t now, int64_t deadline, bool checked,
+                      const resv__file_peek_t *plan, resv_answer_t *a, resv_error_t *err) {
   env_t *e = f->env;
   for (int round = 0;; round++) {
     MDB_txn *txn;
@@ -71,9 +73,12 @@ bool resv__file_write_one(file_t *f, resv__file_type_t *ft, const resv_request_t
     resv__file_check_readers(e, false);
     int rc = resv__file_begin_write_checked(e, deadline, checked && round == 0, resv__file_op_name(r->op), err, &txn);
     if (rc) return resv__file_write_fail(e, err, rc, resv__file_op_name(r->op));
+    bool done = false;
     if (adds_data(r) && over_limit(e))
       rc = MDB_MAP_FULL;
-    else
+    else if (plan && round == 0)
+      rc = resv__file_apply_planned(txn, ft, r, plan, err, &ok, &done);
+    if (rc == 0 && !done)
       rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, NULL);
     if (rc == 0 && ok) rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), RECLAIM_STEPS, &deleted);
     rc = resv__file_finish_write(e, txn, rc, ok, true);
@@ -112,7 +117,8 @@ static bool run_batch(env_t *e, commit_op_t *batch) {
   }
   if (rc == 0) return true;
   for (commit_op_t *o = batch; o; o = o->next)
-    o->ok = resv__file_write_one(o->file, o->ft, o->req, o->now, o->deadline, false, o->answer, o->err);
+    o->ok = resv__file_write_one(o->file, o->ft, o->req, o->now, o->deadline, false, NULL,
+                                 o->answer, o->err);
   return false;
 }
 

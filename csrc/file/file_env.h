@@ -157,9 +157,12 @@ const char *resv__file_op_name(int32_t op);
 /* ---- writes (file_commit.c) --------------------------------------------- */
 
 /* One write in its own transaction, with the expired records it passes
- * reclaimed; when the map is full, reclaims and tries once more. */
+ * reclaimed; when the map is full, reclaims and tries once more. plan
+ * (or NULL): what the call's read planned, written as it is when the
+ * write is on the read's snapshot (resv__file_apply_planned). */
 bool resv__file_write_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
-                          int64_t now, int64_t deadline, bool checked, resv_answer_t *a,
+                          int64_t now, int64_t deadline, bool checked,
+                          const resv__file_peek_t *plan, resv_answer_t *a,
                           resv_error_t *err);
 /* A write queued for the next shared commit, waited for (sync = "disk"). */
 bool resv__file_write_grouped(file_t *f, resv__file_type_t *ft, const resv_request_t *r,

@@ -12,6 +12,7 @@
 #define RESV_FILE_INTERNAL_H
 
 #include "backend.h"
+#include "rules.h"
 
 #include <lmdb.h>
 
@@ -41,20 +42,53 @@ typedef struct resv__file_type {
   size_t sweep_len;                                /* 0: from the start */
 } resv__file_type_t;
 
+/* Where a new key goes in the chain: the link of the key before its
+ * place, and whether it is past the last key. */
+typedef struct resv__file_place {
+  uint32_t prev;
+  bool tail;
+} resv__file_place_t;
+
+/* What resv__file_apply decided in a read-only transaction, for the
+ * write transaction that may follow. write_needed: the request would
+ * write, and its answer is to be thrown away unless planned. planned: one
+ * key found absent (its gap proven) whose new record the rules decided on
+ * snapshot txnid: a write transaction on that same snapshot (nothing
+ * committed since, so its id is txnid + 1) writes that record without
+ * looking the key up again, and the read's answer stands
+ * (resv__file_apply_planned). */
+typedef struct resv__file_peek {
+  bool write_needed;
+  bool planned;
+  size_t txnid;
+  bool placed; /* place is where the key goes (its gap proven) */
+  resv__file_place_t place;
+  resv__decision_t decision;
+  size_t key_len;
+  unsigned char key[RESV__FILE_KEY_MAX + 1]; /* the LMDB key the record takes */
+} resv__file_peek_t;
+
 /* Runs one validated request in txn (a write transaction, or a read-only
  * one for RESV_OP_GET). Returns an LMDB error code, after which the
  * transaction must be aborted, or 0: then *ok says whether answer was
  * filled; when false, err is (RESV_EFORMAT for a record that is not a
  * format-1 reservation, RESV_EINVALID for a new attempt on a reservation
  * with max_holds holds, RESV_ENOMEM) and this request wrote nothing.
- * With write_needed not NULL the request only decides (txn may be
- * read-only): *write_needed says whether it would write, and when it
- * would, the answer is to be thrown away and the request run again in a
- * write transaction; when it would not, the answer stands. */
+ * With peek not NULL the request only decides (txn may be read-only), and
+ * peek says whether it would write and what (above); when it would not,
+ * the answer stands. */
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
-                     const resv_request_t *req, int64_t now, int32_t max_holds,
+                     const resv_request_t *r, int64_t now, int32_t max_holds,
                      resv_answer_t *answer, resv_error_t *err, bool *ok,
-                     bool *write_needed);
+                     resv__file_peek_t *peek);
+
+/* Writes what peek planned (resv__file_apply), in the write transaction
+ * txn, when txn is on the snapshot it was planned on: then *done, and the
+ * return and *ok are resv__file_apply's for request r (whose answer the
+ * peek filled). Else *done false and nothing is done. */
+int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
+                             const resv__file_peek_t *peek, resv_error_t *err, bool *ok,
+                             bool *done);
 
 /* Visits up to steps records of the type from where the last visit
  * stopped (wrapping at the end) and deletes the pending reservations that
@@ -92,15 +126,21 @@ int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
                     size_t limit, int64_t now, resv_scan_t *scan,
                     resv_error_t *err, bool *ok);
 
-/* The chain of a type's records (file_chain.c). chain_insert, before a
- * new record of key is put: its link into *prev (the key before it), and
- * the record after it relinked to it. chain_delete deletes key's record
- * and relinks the one after it to the deleted one's link. chain_gap: true
- * when after's link (after NULL: the format record's tail) names before,
+/* The chain of a type's records (file_chain.c). chain_insert, for a new
+ * record of key: finds its place (unless at gives it, as found on the
+ * same snapshot), has put_new write the record through cursor c with the
+ * link of the key before (prev; append: key is past the last, so
+ * MDB_APPEND), then relinks the record after it (past the last, the
+ * format record) to key. chain_delete deletes key's record and relinks
+ * the one after it to the deleted one's link. chain_gap: true when
+ * after's link (after NULL: the format record's tail) names before,
  * proving nothing lies between them (c, a cursor on the type's database,
- * may be moved). The first two return an LMDB error code (0 on
- * success). */
-int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, uint32_t *prev);
+ * may be moved). The first two return an LMDB error code (0 on success;
+ * put_new returns one too). */
+typedef int resv__file_put_new_fn(MDB_cursor *c, uint32_t prev, bool append, void *arg);
+int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
+                            const resv__file_place_t *at, resv__file_put_new_fn *put_new,
+                            void *arg);
 int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
 bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
                           const MDB_val *after_val);

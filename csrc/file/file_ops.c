@@ -42,6 +42,8 @@ typedef struct found {
   unsigned char key[RESV__FILE_KEY_MAX + 1]; /* its LMDB key, or the free one */
   size_t key_len;
   resv__file_rec_t rec;     /* when present */
+  bool placed;              /* absent, and place is where its key goes */
+  resv__file_place_t place;
   bool peek;                /* decide only: put and del write nothing */
   bool write_needed;        /* a peek met a put or a del */
 } found_t;
@@ -135,9 +137,9 @@ static bool decode(const resv__file_bounds_t *b, const MDB_val *key, const MDB_v
  * smaller, both sound, and the later one's link (the format record's,
  * past the last key) must name the earlier (file_chain.c), or the lookup
  * was led astray or a record was lost. Returns an LMDB error, or 0 with
- * *ok. */
+ * *ok, and then the place of want in at. */
 static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const void *want,
-                     size_t want_len, bool *ok) {
+                     size_t want_len, bool *ok, resv__file_place_t *at) {
   MDB_val key, val, after, after_val;
   bool last = rc == MDB_NOTFOUND;
   *ok = false;
@@ -152,6 +154,8 @@ static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const 
   if (rc) return rc;
   *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val) &&
         resv__file_chain_gap(c, &key, last ? NULL : &after, last ? NULL : &after_val);
+  at->prev = resv__file_key_link(&key);
+  at->tail = last;
   return 0;
 }
 
@@ -170,8 +174,9 @@ static int lookup_direct(MDB_cursor *c, const resv__file_bounds_t *b, const resv
     return 0;
   }
   if (rc && rc != MDB_NOTFOUND) return rc;
-  if ((rc = check_gap(c, rc, b, f->key, f->key_len, ok))) return rc;
+  if ((rc = check_gap(c, rc, b, f->key, f->key_len, ok, &f->place))) return rc;
   if (!*ok) damaged(err, ft, k, gap_damage);
+  f->placed = *ok;
   return 0;
 }
 
@@ -210,7 +215,8 @@ static int lookup_hashed(MDB_cursor *c, const resv__file_bounds_t *b, const resv
     key.mv_data = f->key;
     key.mv_size = HASHED_PREFIX;
     if (first == 0) first = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
-    if ((rc = check_gap(c, first, b, f->key, HASHED_PREFIX, ok))) return rc;
+    resv__file_place_t before_prefix;
+    if ((rc = check_gap(c, first, b, f->key, HASHED_PREFIX, ok, &before_prefix))) return rc;
     if (!*ok) return damaged(err, ft, k, gap_damage), 0;
   }
   unsigned char *s = f->key + HASHED_PREFIX;
@@ -229,7 +235,7 @@ static int lookup(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
                   const resv_key_t *k, found_t *f, resv_error_t *err, bool *ok) {
   MDB_cursor *c;
   resv__file_bounds_t b;
-  f->present = false;
+  f->present = f->placed = false;
   *ok = true;
   resv__file_bounds_of(txn, read_only, &b);
   int rc = mdb_cursor_open(txn, ft->dbi, &c);
@@ -245,35 +251,58 @@ static int lookup(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
 
 /* ---- writing --------------------------------------------------------- */
 
-/* The record of a reservation under f's key; false when out of memory. */
-static bool encode(resv__file_buf_t *w, const found_t *f, const resv_key_t *k,
-                   const resv_owner_t *o, bool confirmed, int64_t expires_at,
-                   int64_t version, const resv_str_t *holds, size_t nholds) {
+/* What a record of a reservation holds, for encode. */
+typedef struct fields {
+  const resv_key_t *key;
+  const resv_owner_t *owner;
+  bool confirmed;
+  int64_t expires_at, version;
+  const resv_str_t *holds;
+  size_t nholds;
+} fields_t;
+
+/* The record of x under f's key, linked to prev; false when out of
+ * memory. */
+static bool encode(resv__file_buf_t *w, const found_t *f, const fields_t *x, uint32_t prev) {
   MDB_val key = {f->key_len, (void *)f->key};
-  return resv__file_rec_encode(w, &key, k, o, confirmed, expires_at, version, holds, nholds,
-                               f->present ? f->rec.prev : 0);
+  return resv__file_rec_encode(w, &key, x->key, x->owner, x->confirmed, x->expires_at,
+                               x->version, x->holds, x->nholds, prev);
 }
 
-/* Puts w under f's key; a new record is chained in first and takes its
- * link then. */
-static int put(MDB_txn *txn, MDB_dbi dbi, found_t *f, resv__file_buf_t *w) {
-  MDB_val key = {f->key_len, f->key}, val = {w->len, w->p};
-  resv__file_buf_t linked = {0};
-  uint32_t prev;
-  int rc = 0;
-  if (f->peek) {
-    f->write_needed = true;
-  } else if (!f->present) {
-    rc = resv__file_chain_insert(txn, dbi, &key, &prev);
-    if (rc == 0 && !resv__file_rec_relink(&linked, &key, &val, prev)) rc = ENOMEM;
-    val.mv_data = linked.p;
-    val.mv_size = linked.len;
-    if (rc == 0) rc = mdb_put(txn, dbi, &key, &val, 0);
-    resv__file_buf_free(&linked);
-  } else {
+typedef struct new_record {
+  const found_t *f;
+  const fields_t *x;
+} new_record_t;
+
+/* The chain's put of a new record (resv__file_put_new_fn). */
+static int put_new(MDB_cursor *c, uint32_t prev, bool append, void *arg) {
+  const new_record_t *n = arg;
+  resv__file_buf_t w;
+  MDB_val key = {n->f->key_len, (void *)n->f->key};
+  int rc = ENOMEM;
+  if (encode(&w, n->f, n->x, prev)) {
+    MDB_val val = {w.len, w.p};
+    rc = mdb_cursor_put(c, &key, &val, append ? MDB_APPEND : MDB_NOOVERWRITE);
+  }
+  resv__file_buf_free(&w);
+  return rc;
+}
+
+/* Puts the record of x under f's key; a new record is chained in, and
+ * takes its link then. */
+static int put(MDB_txn *txn, MDB_dbi dbi, const found_t *f, const fields_t *x) {
+  MDB_val key = {f->key_len, (void *)f->key};
+  if (!f->present) {
+    new_record_t n = {f, x};
+    return resv__file_chain_insert(txn, dbi, &key, f->placed ? &f->place : NULL, put_new, &n);
+  }
+  resv__file_buf_t w;
+  int rc = ENOMEM;
+  if (encode(&w, f, x, f->rec.prev)) {
+    MDB_val val = {w.len, w.p};
     rc = mdb_put(txn, dbi, &key, &val, 0);
   }
-  resv__file_buf_free(w);
+  resv__file_buf_free(&w);
   return rc;
 }
 
@@ -288,10 +317,6 @@ static int del(MDB_txn *txn, MDB_dbi dbi, found_t *f) {
 
 /* ---- the rules --------------------------------------------------------- */
 
-static bool nomem(resv_error_t *err) {
-  return resv__fail(err, RESV_ENOMEM, "out of memory for a record");
-}
-
 /* The rules' view of the record f found. */
 static void view_of(const found_t *f, resv__view_t *v) {
   const resv__file_rec_t *d = &f->rec;
@@ -302,25 +327,25 @@ static void view_of(const found_t *f, resv__view_t *v) {
                         .version = d->version, .holds = d->holds, .nholds = d->nholds};
 }
 
-/* Writes the record the decision d describes under f's key. */
+/* Writes the record the decision d describes under f's key (a peek only
+ * notes that it would). */
 static int put_decided(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv__view_t *v,
                        const resv__decision_t *d, const resv_request_t *r,
                        resv_error_t *err, bool *ok) {
+  if (f->peek) {
+    f->write_needed = true;
+    return 0;
+  }
   resv_str_t on_stack[HOLDS_ON_STACK], *holds = on_stack;
   size_t need = (f->present ? f->rec.nholds : 0) + 1;
   if (need > HOLDS_ON_STACK && !(holds = malloc(need * sizeof *holds)))
     return *ok = resv__fail(err, RESV_ENOMEM, "out of memory for the holds"), 0;
-  size_t nholds = resv__rules_holds(v, d, &r->attempt, holds);
   bool confirmed = d->state == RESV_STATE_CONFIRMED;
-  resv__file_buf_t w;
-  int rc = 0;
-  if (encode(&w, f, &r->key, &r->owner, confirmed, confirmed ? 0 : d->expires_at,
-             confirmed ? d->version : 0, holds, nholds)) {
-    rc = put(txn, dbi, f, &w);
-  } else {
-    resv__file_buf_free(&w);
-    *ok = nomem(err);
-  }
+  fields_t x = {.key = &r->key, .owner = &r->owner, .confirmed = confirmed,
+                .expires_at = confirmed ? 0 : d->expires_at,
+                .version = confirmed ? d->version : 0, .holds = holds};
+  x.nholds = resv__rules_holds(v, d, &r->attempt, holds);
+  int rc = put(txn, dbi, f, &x);
   if (holds != on_stack) free(holds);
   return rc;
 }
@@ -329,15 +354,14 @@ static int put_decided(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv__view_t
  * it is (a write may move the pages it points into), then written. */
 static int decide(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
                   int64_t now, int32_t max_holds, resv_answer_t *a,
-                  resv_error_t *err, bool *ok) {
+                  resv_error_t *err, bool *ok, resv__decision_t *d) {
   resv__view_t v;
-  resv__decision_t d;
   view_of(f, &v);
-  *ok = resv__rules_decide(&v, r, now, max_holds, &d, err) &&
-        resv__rules_answer(&v, &d, r, a, err);
-  if (!*ok || d.write == RESV__WRITE_NOTHING) return 0;
-  if (d.write == RESV__WRITE_DELETE) return del(txn, dbi, f);
-  return put_decided(txn, dbi, f, &v, &d, r, err, ok);
+  *ok = resv__rules_decide(&v, r, now, max_holds, d, err) &&
+        resv__rules_answer(&v, d, r, a, err);
+  if (!*ok || d->write == RESV__WRITE_NOTHING) return 0;
+  if (d->write == RESV__WRITE_DELETE) return del(txn, dbi, f);
+  return put_decided(txn, dbi, f, &v, d, r, err, ok);
 }
 
 /* ---- several keys ------------------------------------------------------ */
@@ -394,11 +418,11 @@ static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
 
 /* A reserve_all, confirm_all or abandon_all in txn: every key decided by
  * the rules (rules.c) on the records as the call found them and answered,
- * then the writes, all in the one transaction. write_needed not NULL: decide
- * only, and say whether any key would write. */
+ * then the writes, all in the one transaction. peek not NULL: decide only,
+ * and say whether any key would write (never planned). */
 static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
                      int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err,
-                     bool *ok, bool *write_needed) {
+                     bool *ok, resv__file_peek_t *peek) {
   size_t n = r->nkeys, found = 0;
   found_t *f = malloc(n * sizeof *f);
   resv__view_t *v = malloc(n * sizeof *v);
@@ -409,13 +433,13 @@ static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
     *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
     goto done;
   }
-  rc = lookup_all(txn, write_needed != NULL, ft, r, f, v, &found, err, ok);
+  rc = lookup_all(txn, peek != NULL, ft, r, f, v, &found, err, ok);
   if (rc || !*ok) goto done;
   *ok = resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
         resv__rules_answer_all(v, d, status, r, a, err);
-  for (size_t i = 0; *ok && write_needed && i < n; i++)
-    *write_needed = *write_needed || d[i].write != RESV__WRITE_NOTHING;
-  if (*ok && !write_needed) rc = write_all(txn, ft, r, d, err, ok);
+  for (size_t i = 0; *ok && peek && i < n; i++)
+    peek->write_needed = peek->write_needed || d[i].write != RESV__WRITE_NOTHING;
+  if (*ok && !peek) rc = write_all(txn, ft, r, d, err, ok);
 done:
   for (size_t i = 0; i < found; i++)
     if (f[i].present) resv__file_rec_free(&f[i].rec);
@@ -425,25 +449,58 @@ done:
   return rc;
 }
 
+/* A peek that found the key absent and decided a new record: what the
+ * write on the same snapshot is to write. */
+static void plan(MDB_txn *txn, const found_t *f, const resv__decision_t *d,
+                 resv__file_peek_t *peek) {
+  if (f->present || d->write != RESV__WRITE_RECORD) return;
+  peek->planned = true;
+  peek->txnid = mdb_txn_id(txn);
+  peek->placed = f->placed;
+  peek->place = f->place;
+  peek->decision = *d;
+  peek->key_len = f->key_len;
+  memcpy(peek->key, f->key, f->key_len);
+}
+
 int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
                      const resv_request_t *r, int64_t now, int32_t max_holds,
                      resv_answer_t *a, resv_error_t *err, bool *ok,
-                     bool *write_needed) {
-  if (write_needed) *write_needed = false;
+                     resv__file_peek_t *peek) {
+  if (peek) peek->write_needed = peek->planned = false;
   if (resv__op_is_all(r->op))
-    return apply_all(txn, ft, r, now, max_holds, a, err, ok, write_needed);
+    return apply_all(txn, ft, r, now, max_holds, a, err, ok, peek);
   found_t f;
-  f.peek = write_needed != NULL;
+  resv__decision_t d;
+  f.peek = peek != NULL;
   f.write_needed = false;
   /* A get and a peek run in a read-only transaction (file_store.c). */
-  bool read_only = write_needed != NULL || r->op == RESV_OP_GET;
+  bool read_only = peek != NULL || r->op == RESV_OP_GET;
   int rc = lookup(txn, read_only, ft, &r->key, &f, err, ok);
-  if (write_needed) *write_needed = false;
   if (rc || !*ok) return rc;
-  rc = decide(txn, ft->dbi, &f, r, now, max_holds, a, err, ok);
+  rc = decide(txn, ft->dbi, &f, r, now, max_holds, a, err, ok, &d);
+  if (peek && rc == 0 && *ok && f.write_needed) {
+    peek->write_needed = true;
+    plan(txn, &f, &d, peek);
+  }
   if (f.present) resv__file_rec_free(&f.rec);
-  if (write_needed) *write_needed = f.write_needed;
   return rc;
+}
+
+int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
+                             const resv__file_peek_t *peek, resv_error_t *err, bool *ok,
+                             bool *done) {
+  *done = false;
+  if (!peek->planned || mdb_txn_id(txn) != peek->txnid + 1) return 0;
+  found_t f;
+  resv__view_t v = {.state = RESV_STATE_NONE};
+  f.present = f.peek = false;
+  f.placed = peek->placed;
+  f.place = peek->place;
+  f.key_len = peek->key_len;
+  memcpy(f.key, peek->key, peek->key_len);
+  *ok = *done = true;
+  return put_decided(txn, ft->dbi, &f, &v, &peek->decision, r, err, ok);
 }
 
 /* ---- copying ----------------------------------------------------------- */
@@ -478,14 +535,12 @@ int resv__file_put(MDB_txn *txn, resv__file_type_t *ft, const resv_scan_entry_t 
     resv__file_rec_free(&f.rec);
     return 0;
   }
-  resv__file_buf_t w;
   resv_owner_t o = {e->owner_tenant, e->owner_id};
   bool confirmed = e->state == RESV_STATE_CONFIRMED;
-  if (!encode(&w, &f, &k, &o, confirmed, confirmed ? 0 : e->expires_at,
-              confirmed ? e->version : 0, e->holds, confirmed ? 0 : e->nholds)) {
-    resv__file_buf_free(&w);
-    return *ok = nomem(err), 0;
-  }
+  fields_t x = {.key = &k, .owner = &o, .confirmed = confirmed,
+                .expires_at = confirmed ? 0 : e->expires_at,
+                .version = confirmed ? e->version : 0, .holds = e->holds,
+                .nholds = confirmed ? 0 : e->nholds};
   *outcome = RESV_PUT_ADDED;
-  return put(txn, ft->dbi, &f, &w);
+  return put(txn, ft->dbi, &f, &x);
 }

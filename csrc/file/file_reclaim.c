@@ -27,6 +27,13 @@ static bool reclaimable(const resv__file_bounds_t *b, const MDB_val *key, const 
   if (key->mv_size < 1 || (k[0] != RESV__FILE_TAG_KEY && k[0] != RESV__FILE_TAG_HASHED))
     return false;
   if (!resv__file_in_map(b, key, val)) return false;
+  bool confirmed;
+  int64_t expires_at;
+  /* What the bytes say first: most records are not to be reclaimed, and
+   * one that is must then pass its checksum and its layout. */
+  if (resv__file_rec_glance(val, &confirmed, &expires_at) &&
+      !resv__rules_reclaimable(confirmed, expires_at, limit))
+    return false;
   resv__file_rec_t rec;
   if (!resv__file_rec_decode(key, val, &rec, NULL)) return false;
   bool expired = resv__rules_reclaimable(rec.state == RESV_STATE_CONFIRMED, rec.expires_at, limit);

@@ -316,6 +316,22 @@ bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
   return bad(err, "its fields do not fit the record");
 }
 
+bool resv__file_rec_glance(const MDB_val *val, bool *confirmed, int64_t *expires_at) {
+  if (val->mv_size < 5) return false;
+  reader_t r = {val->mv_data, (const unsigned char *)val->mv_data + val->mv_size - 4, false};
+  int kind = (int)get_fixed(&r, 1);
+  bool hashed = kind == 'p' || kind == 'c';
+  if (hashed) kind -= 'a' - 'A';
+  if (kind != RESV__REC_PENDING && kind != RESV__REC_CONFIRMED) return false;
+  *confirmed = kind == RESV__REC_CONFIRMED;
+  *expires_at = 0;
+  if (*confirmed) return true;
+  get_fixed(&r, 4);
+  for (int i = hashed ? 0 : 3; i < 5; i++) get_str(&r); /* the key's parts, the owner's */
+  *expires_at = (int64_t)get_fixed(&r, 8);
+  return !r.bad;
+}
+
 void resv__file_rec_free(resv__file_rec_t *rec) {
   if (rec->holds && rec->holds != rec->inline_holds) free(rec->holds);
   rec->holds = NULL;

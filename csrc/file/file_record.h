@@ -99,6 +99,12 @@ bool resv__file_rec_encode(resv__file_buf_t *b, const MDB_val *key,
                            bool confirmed, int64_t expires_at, int64_t version,
                            const resv_str_t *holds, size_t nholds, uint32_t prev);
 
+/* What a reservation's record says of its state, read from its bytes
+ * alone (no checksum, no key): whether it is confirmed and, pending, its
+ * expiry. False when they do not read as a reservation. Only a reason to
+ * skip a record or to decode it: a damaged record may say anything. */
+bool resv__file_rec_glance(const MDB_val *val, bool *confirmed, int64_t *expires_at);
+
 /* The format record of format into b, for LMDB key key, with tail the
  * link of the database's last key. */
 bool resv__file_format_encode(resv__file_buf_t *b, const MDB_val *key, int32_t format,

@@ -148,16 +148,17 @@ static bool type_ready(file_t *f, resv_type_t *type, int64_t deadline, resv_erro
  * to change nothing (a conflict, the owner's confirmed reservation, an
  * abandon or a release of nothing, a record that is not a reservation):
  * those answer from the snapshot, a consistent state no later than the
- * call, without the writer's lock or a commit. *write_needed (NULL for a
- * get) tells when the write must run in a write transaction after all. */
+ * call, without the writer's lock or a commit. peek (NULL for a get)
+ * tells when the write must run in a write transaction after all, and
+ * what it plans to write (file_internal.h). */
 static bool read_one(file_t *f, resv__file_type_t *ft, const resv_request_t *r,
                      int64_t now, resv_answer_t *a, resv_error_t *err,
-                     bool *write_needed) {
+                     resv__file_peek_t *peek) {
   MDB_txn *txn;
   bool ok = false;
   int rc = resv__file_begin_read(f->env, &txn);
   if (rc == 0) {
-    rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, write_needed);
+    rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, peek);
     resv__file_end_read(f->env, txn);
   }
   return rc ? resv__file_lmdb_fail(f->env, err, rc, resv__file_op_name(r->op)) : ok;
@@ -185,14 +186,18 @@ static bool file_execute(void *backend, resv_type_t *type, const resv_request_t 
     return deadline == RESV__DEADLINE_NO_WAIT
                ? resv__fail(err, RESV__EWOULDBLOCK, "sweep: runs on the dispatcher")
                : resv__file_sweep(f, ft, now, call_deadline(f, r, deadline), a, err);
-  bool write_needed = true;
-  bool ok = read_one(f, ft, r, now, a, err, &write_needed);
-  if (!write_needed) return ok;
+  resv__file_peek_t peek;
+  peek.write_needed = true; /* a read that failed to begin: the write tries */
+  peek.planned = false;
+  bool ok = read_one(f, ft, r, now, a, err, &peek);
+  if (!peek.write_needed) return ok;
   deadline = call_deadline(f, r, deadline); /* a write may wait for the gate */
   if (f->env->disk) return resv__file_write_grouped(f, ft, r, now, deadline, a, err);
   /* ok: the read transaction began, so it checked the files (a peek that
-   * asks for a write has answered, to be thrown away). */
-  return resv__file_write_one(f, ft, r, now, deadline, ok, a, err);
+   * asks for a write has answered, to be thrown away unless its plan is
+   * written). */
+  return resv__file_write_one(f, ft, r, now, deadline, ok, ok && peek.planned ? &peek : NULL,
+                              a, err);
 }
 
 /* A page of resv_type_scan (file_scan.c) in a read-only transaction. The

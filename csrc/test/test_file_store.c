@@ -435,6 +435,72 @@ START_TEST(group_commit_answers_every_writer) {
 }
 END_TEST
 
+/* Writers of one process with sync = "process" racing on the same new
+ * keys: each key's read may find it absent while another writer commits
+ * it, and then the write must decide again on what is there (a plan of
+ * the read is written only on the read's own snapshot). Exactly one
+ * writer gets each key, and the store holds that writer's reservation. */
+enum { NEW_RACERS = 6, NEW_KEYS = 150 };
+
+typedef struct new_racer {
+  resv_type_t *type;
+  pthread_barrier_t *start;
+  int id;
+  bool won[NEW_KEYS];
+  bool failed;
+} new_racer_t;
+
+static void *new_race(void *arg) {
+  new_racer_t *w = arg;
+  char key[32], owner[32];
+  resv_answer_t a = {0};
+  snprintf(owner, sizeof owner, "n%d", w->id);
+  pthread_barrier_wait(w->start);
+  for (int i = 0; i < NEW_KEYS; i++) {
+    snprintf(key, sizeof key, "n%03d", i);
+    if (!call(w->type, RESV_OP_RESERVE, key, owner, "a", HOUR, &a, NULL) ||
+        (a.status != RESV_RESERVED && a.status != RESV_CONFLICT))
+      w->failed = true;
+    w->won[i] = a.status == RESV_RESERVED;
+  }
+  resv_answer_clear(&a);
+  return NULL;
+}
+
+START_TEST(process_writers_racing_on_new_keys_get_one_winner_each) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s, "newrace");
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, NEW_RACERS);
+  pthread_t threads[NEW_RACERS];
+  static new_racer_t w[NEW_RACERS];
+  for (int i = 0; i < NEW_RACERS; i++) {
+    w[i] = (new_racer_t){.type = t, .start = &start, .id = i};
+    pthread_create(&threads[i], NULL, new_race, &w[i]);
+  }
+  for (int i = 0; i < NEW_RACERS; i++) {
+    pthread_join(threads[i], NULL);
+    ck_assert_msg(!w[i].failed, "writer %d failed a call", i);
+  }
+  pthread_barrier_destroy(&start);
+  resv_answer_t a = {0};
+  for (int k = 0; k < NEW_KEYS; k++) {
+    int winners = 0, winner = -1;
+    for (int i = 0; i < NEW_RACERS; i++)
+      if (w[i].won[k]) winners++, winner = i;
+    ck_assert_msg(winners == 1, "key %d: %d writers answered reserved", k, winners);
+    char key[32], owner[32];
+    snprintf(key, sizeof key, "n%03d", k);
+    snprintf(owner, sizeof owner, "n%d", winner);
+    test_get(t, key, &a);
+    ck_assert_int_eq(a.status, RESV_PENDING);
+    ck_assert(test_str_is(a.owner_id, owner));
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+}
+END_TEST
+
 Suite *file_store_suite(void) {
   const TTest *tests[] = {
       one_winner_among_forked_processes, answered_reservations_survive_a_sigkill_of_the_writer,
@@ -442,7 +508,8 @@ Suite *file_store_suite(void) {
       killed_writers_never_block_the_others_nor_lose_answers,
       a_store_used_in_a_forked_child_answers_closed,
       reads_see_another_process_writes_after_it_grew_the_map,
-      stores_of_one_process_share_the_directory, group_commit_answers_every_writer, NULL};
+      stores_of_one_process_share_the_directory, group_commit_answers_every_writer,
+      process_writers_racing_on_new_keys_get_one_winner_each, NULL};
   Suite *s = test_suite("file_store", "file_store", 120, setup, teardown, tests);
   file_store_data_tcase(s);
   return s;
