@@ -139,15 +139,20 @@ for _, backend in ipairs(backends) do
         assert.same({ status = "abandoned", keys = { { status = "abandoned" } } }, r)
       end)
 
-      it("takes keys and owners built in the call, or computed, JIT on, collector busy", function()
+      -- reserve_all of `n` keys (2: an inline store's locals; 3: a
+      -- request table), keys and owners built in the call or computed, JIT
+      -- on, collector busy: each key reaches C as given.
+      local function reserves_under_a_busy_collector(n)
         jit.on()
         local pause = collectgarbage("setpause", 100)
         local stepmul = collectgarbage("setstepmul", 400)
         local wrong = {}
+        local names = { "c", "d", "e" }
         run(function()
           for i = 1, 60 do
             local keys = { computed_key("c", i), computed_key("d", i),
                            { namespace = "n", key = format("e-%d", i) } }
+            keys[n + 1] = nil
             local owner = computed { id = function() return format("user-%d", i % 7) end }
             local r, err = t:reserve_all(keys, owner, format("try-%d", i), 60000)
             if not r or r.status ~= "reserved" or r.keys[2].owner.id ~= "user-" .. (i % 7) then
@@ -159,14 +164,21 @@ for _, backend in ipairs(backends) do
         collectgarbage("setstepmul", stepmul)
         assert.same({}, wrong)
         for i = 1, 60 do
-          for _, k in ipairs { "c-" .. i, "d-" .. i, "e-" .. i } do
+          for j = 1, n do
+            local k = names[j] .. "-" .. i
             local r = assert(t:get(key(k)))
             assert.equal("pending", r.status, k)
             assert.equal("user-" .. (i % 7), r.owner.id, k)
             assert.same({ "try-" .. i }, r.holds, k)
           end
         end
-      end)
+      end
+
+      it("takes 3 keys and owners built in the call, or computed, JIT on, collector busy",
+         function() reserves_under_a_busy_collector(3) end)
+
+      it("takes 2 keys and owners built in the call, or computed, JIT on, collector busy",
+         function() reserves_under_a_busy_collector(2) end)
 
       it("counts the calls in stats", function()
         assert(t:reserve_all({ key("s1"), key("s2") }, A, "a", 1000))

@@ -13,14 +13,20 @@
 -- C takes these calls as a resv_request_t whose keys field points at an
 -- array of resv_key_t, which point into Lua strings: pointers in struct
 -- fields, which the collector does not see. So each call reads every field
--- of its keys and owner once (a computed __index included) into a table
--- of its own (the request, its strings in its array part), then, with no Lua code of the caller's left to run,
--- puts that table in pinned[1], fills the module's request and key array
--- from it, makes the C call, and empties pinned[1] once C returns:
+-- of its keys and owner once (a computed __index included), keeps the
+-- strings where the collector sees them while C may read them, then fills
+-- the module's request and key array and makes the C call:
+--   * on a store that answers inline (the memory store), one or two keys:
+--     the strings in locals, put in the module's slots pinned[1..9] just
+--     before the C call and taken out just after; no table is made for
+--     the request (a sign-up's two keys cost about what one reserve does);
+--   * otherwise: in a table of its own (the request, its strings in its
+--     array part), which is put in pinned[1] for the C call, or which a
+--     waiting call keeps on its own stack while parked.
 -- resv_call and resv_try_call read the strings only during the call,
--- resv_submit copies them before it returns. The table store keeps the
--- strings alive whatever the JIT compiler does with the locals, and a C
--- call never yields, so one slot serves every coroutine.
+-- resv_submit copies them before it returns. The slots keep the strings
+-- alive whatever the JIT compiler does with the locals, and a C call never
+-- yields, so one set of slots serves every coroutine.
 local ffi = require "ffi"
 local C = require "resv.ffi"
 local base = require "resv.base"
@@ -54,6 +60,7 @@ local _M = {}
 
 -- Set by install(): resv.type's pieces these calls share.
 local key_fields, owner_fields, check_type, answer_table, status_names
+local call_opts, answer_buf
 
 -- The key array's entry i (from 0) from the request r's strings 3i+1 to 3i+3.
 local function fill_key(r, i)
@@ -115,14 +122,13 @@ local function answer_key(list, i, a, ot, oid, attempt, reuse)
 end
 
 -- { status, keys = { key i's answer, ... } }, or into the caller's table
--- (its keys table and each key's table reused).
-function ALL.answer(a, r, into)
+-- (its keys table and each key's table reused). ot: the owner's tenant
+-- when the keys' answers may reuse the owner (reserve_all, confirm_all).
+local function answer_all(a, ot, oid, attempt, into)
   local status = status_names[a.status] or tostring(a.status)
   local n = tonumber(a.nkeys)
   local reuse = into and type(into.keys) == "table"
   local list = reuse and into.keys or table_new(n, 0)
-  local ot, oid, attempt = nil, r.oid, r.attempt
-  if r.mine then ot = r.ot end
   local keys = a.keys
   if n >= 1 then answer_key(list, 1, keys[0], ot, oid, attempt, reuse) end
   if n >= 2 then answer_key(list, 2, keys[1], ot, oid, attempt, reuse) end
@@ -135,6 +141,10 @@ function ALL.answer(a, r, into)
     return into
   end
   return { status = status, keys = list }
+end
+
+function ALL.answer(a, r, into)
+  return answer_all(a, r.mine and r.ot or nil, r.oid, r.attempt, into)
 end
 _M.ALL = ALL
 
@@ -151,15 +161,8 @@ local function hold_key(r, i, key)
 end
 
 -- The request of keys and owner: each field read once, the keys' strings
--- in the request's array part (one table a call).
-local function request_of(op, keys, owner, attempt, ttl, version, mine)
-  if type(keys) ~= "table" then
-    return nil, expected("keys", "an array of key tables", keys)
-  end
-  local n = #keys
-  if n > MOST_KEYS then
-    return nil, "invalid: keys: " .. n .. " keys, more than max_keys"
-  end
+-- in the request's array part (one table a call). n: #keys, checked.
+local function request_of(op, keys, n, owner, attempt, ttl, version, mine)
   local r, err = table_new(3 * n, 8), nil
   if n >= 1 then err = hold_key(r, 1, keys[1]) end
   if not err and n >= 2 then err = hold_key(r, 2, keys[2]) end
@@ -175,14 +178,71 @@ local function request_of(op, keys, owner, attempt, ttl, version, mine)
   return r
 end
 
+-- One or two keys on a store that answers inline: the fields into locals,
+-- pinned for the C call (see the top of this file), the same checks in
+-- the same order as request_of and resv.type's call.
+local function inline_few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
+  local at, an, ak = key_fields(keys[1])
+  if not at then return nil, key_error(1, an) end
+  local bt, bn, bk = "", "", ""
+  if n == 2 then
+    bt, bn, bk = key_fields(keys[2])
+    if not bt then return nil, key_error(2, bn) end
+  end
+  local ot, oid = owner_fields(owner)
+  if not ot then return nil, oid end
+  local timeout, into = call_opts(opts)
+  if not timeout then return nil, into end -- (then into is the error)
+  local p, q = pinned, request
+  p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9] =
+    at, an, ak, bt, bn, bk, ot, oid, attempt
+  q.op, q.ttl_ms, q.version, q.timeout_ms = op, ttl, version, timeout
+  local k = key_array[0]
+  k.tenant.ptr, k.tenant.len = at, #at
+  k.ns.ptr, k.ns.len = an, #an
+  k.key.ptr, k.key.len = ak, #ak
+  k = key_array[1]
+  k.tenant.ptr, k.tenant.len = bt, #bt
+  k.ns.ptr, k.ns.len = bn, #bn
+  k.key.ptr, k.key.len = bk, #bk
+  q.owner.tenant.ptr, q.owner.tenant.len = ot, #ot
+  q.owner.id.ptr, q.owner.id.len = oid, #oid
+  q.attempt.ptr, q.attempt.len = attempt, #attempt
+  q.keys, q.nkeys = key_array, n
+  local ok = C.resv_call(t.handle, q, answer_buf, err_buf)
+  p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9] =
+    nil, nil, nil, nil, nil, nil, nil, nil, nil
+  if not ok then return nil, error_string(err_buf) end
+  return answer_all(answer_buf, mine and ot or nil, oid, attempt, into)
+end
+
+-- Checks keys and runs the call: inline_few, or a request and run.
+local function all(t, run, opts, op, keys, owner, attempt, ttl, version, mine)
+  if type(keys) ~= "table" then
+    return nil, expected("keys", "an array of key tables", keys)
+  end
+  local n = #keys
+  if n > MOST_KEYS then
+    return nil, "invalid: keys: " .. n .. " keys, more than max_keys"
+  end
+  if t.inline and n >= 1 and n <= 2 then
+    return inline_few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
+  end
+  local r, err = request_of(op, keys, n, owner, attempt, ttl, version, mine)
+  if not r then return nil, err end
+  return run(t, ALL, r, opts)
+end
+
 -- Installs the methods into Type. pieces: resv.type's key_fields,
--- owner_fields, check_type, answer_table and status_names, and its
--- run(t, shape, r, opts) (resv.type's call), which runs a request of a
--- shape and waits as the context allows.
+-- owner_fields, check_type, answer_table, status_names, call_opts and
+-- answer_buf (an inline call's answer), and its run(t, shape, r, opts)
+-- (resv.type's call), which runs a request of a shape and waits as the
+-- context allows.
 function _M.install(Type, pieces)
   key_fields, owner_fields = pieces.key_fields, pieces.owner_fields
   check_type, answer_table = pieces.check_type, pieces.answer_table
-  status_names = pieces.status_names
+  status_names, call_opts = pieces.status_names, pieces.call_opts
+  answer_buf = pieces.answer_buf
   local run = pieces.run
 
   function Type:reserve_all(keys, owner, attempt, ttl_ms, opts)
@@ -193,10 +253,7 @@ function _M.install(Type, pieces)
     local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
                                    "a positive integer (milliseconds)")
     if not ttl then return nil, err end
-    local r
-    r, err = request_of(OP_RESERVE_ALL, keys, owner, attempt, ttl, 0, true)
-    if not r then return nil, err end
-    return run(self, ALL, r, opts)
+    return all(self, run, opts, OP_RESERVE_ALL, keys, owner, attempt, ttl, 0, true)
   end
 
   function Type:confirm_all(keys, owner, version, opts)
@@ -204,10 +261,7 @@ function _M.install(Type, pieces)
     local v, err = check_integer("version", version, 0, MAX_INTEGER,
                                  "a non-negative integer", true)
     if not v then return nil, err end
-    local r
-    r, err = request_of(OP_CONFIRM_ALL, keys, owner, "", 0, v, true)
-    if not r then return nil, err end
-    return run(self, ALL, r, opts)
+    return all(self, run, opts, OP_CONFIRM_ALL, keys, owner, "", 0, v, true)
   end
 
   function Type:abandon_all(keys, owner, attempt, opts)
@@ -215,9 +269,7 @@ function _M.install(Type, pieces)
     if type(attempt) ~= "string" then
       return nil, expected("attempt", "a string", attempt)
     end
-    local r, err = request_of(OP_ABANDON_ALL, keys, owner, attempt, 0, 0, false)
-    if not r then return nil, err end
-    return run(self, ALL, r, opts)
+    return all(self, run, opts, OP_ABANDON_ALL, keys, owner, attempt, 0, 0, false)
   end
 end
 

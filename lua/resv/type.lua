@@ -591,7 +591,8 @@ end
 -- The calls of several keys at once (resv/all.lua).
 require("resv.all").install(Type, {
   key_fields = key_fields, owner_fields = owner_fields, check_type = check_type,
-  answer_table = answer_table, status_names = status_names, run = call,
+  answer_table = answer_table, status_names = status_names, call_opts = call_opts,
+  answer_buf = answer_buf, run = call,
 })
 
 _M.Type = Type
