@@ -10,6 +10,8 @@
 #include "resv.h"
 
 #include <dirent.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +88,43 @@ static inline void bench_die(const char *what, const resv_error_t *err) {
   fprintf(stderr, "bench: %s: %s: %s\n", what,
           err ? resv_code_name(err->code) : "?", err ? err->message : "");
   exit(1);
+}
+
+/* The i-th of a benchmark's 20-byte keys, into buf (21 bytes with the
+ * NUL): `prefix` and 19 digits, in order, or with `scattered` "k" and the
+ * digits of a fixed mix of i, spread over the key space (the same keys in
+ * every run, never in order). */
+static inline uint64_t bench_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static inline void bench_key(char *buf, int i, bool scattered, char prefix) {
+  if (scattered)
+    snprintf(buf, 21, "k%019llu",
+             (unsigned long long)(bench_mix((uint64_t)i) % UINT64_C(10000000000000000000)));
+  else
+    snprintf(buf, 21, "%c%019d", prefix, i);
+}
+
+/* A file store at dir with the benchmarks' map (4 GiB) and one thread. */
+static inline resv_store_t *bench_open_file(const char *dir, int32_t sync,
+                                            int64_t sweep_grace_ms) {
+  resv_options_t o = {.path = dir, .sync = sync, .threads = 1,
+                      .map_size = INT64_C(4) << 30, .sweep_grace_ms = sweep_grace_ms};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) bench_die("open", &err);
+  return s;
+}
+
+/* The type "bench"/aggregate of store s. */
+static inline resv_type_t *bench_type(resv_store_t *s, const char *aggregate) {
+  resv_error_t err;
+  resv_type_t *t = resv_store_type(s, "bench", 5, aggregate, strlen(aggregate), &err);
+  if (!t) bench_die("type", &err);
+  return t;
 }
 
 /* Exits when an answer's status is not the one the benchmark expects. */

@@ -37,38 +37,6 @@
 static char dir[256];
 static int live = 20000;
 
-static resv_store_t *open_store(int32_t sync) {
-  resv_options_t o = {.path = dir, .sync = sync, .threads = 1,
-                      .map_size = INT64_C(4) << 30, .sweep_grace_ms = GRACE_MS};
-  resv_error_t err;
-  resv_store_t *s = resv_store_open(&o, &err);
-  if (!s) bench_die("open", &err);
-  return s;
-}
-
-static resv_type_t *type_of(resv_store_t *s) {
-  resv_error_t err;
-  resv_type_t *t = resv_store_type(s, "bench", 5, "bigdelete", 9, &err);
-  if (!t) bench_die("type", &err);
-  return t;
-}
-
-static uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-/* The i-th 20-byte key: scattered over the key space, or in order under
- * a prefix of its own ("e", a burst). */
-static void key_of(char *buf, int i, bool scattered) {
-  if (scattered)
-    snprintf(buf, 21, "k%019llu",
-             (unsigned long long)(mix((uint64_t)i) % UINT64_C(10000000000000000000)));
-  else
-    snprintf(buf, 21, "e%019d", i);
-}
-
 static void reserve(resv_type_t *t, const char *key, int64_t ttl) {
   resv_answer_t a = {0};
   resv_error_t err;
@@ -139,7 +107,7 @@ static cost_t reserves(resv_type_t *t, int n, int from) {
   long long w0 = written_bytes();
   int64_t t0 = bench_wall_ns(), c0 = bench_thread_cpu_ns();
   for (int i = 0; i < n; i++) {
-    key_of(key, from + i, true);
+    bench_key(key, from + i, true, 'e');
     reserve(t, key, 3600000);
   }
   return (cost_t){(double)(bench_wall_ns() - t0) / n, (double)(bench_thread_cpu_ns() - c0) / n,
@@ -159,23 +127,23 @@ static cost_t over(cost_t x, cost_t base) {
 /* One round of one case: the ratios after and later over before. */
 static outcome_t one_case(int32_t sync, int doomed, bool scattered, int n) {
   bench_fresh_dir(dir, sizeof dir);
-  resv_store_t *s = open_store(RESV_SYNC_PROCESS);
-  resv_type_t *t = type_of(s);
+  resv_store_t *s = bench_open_file(dir, RESV_SYNC_PROCESS, GRACE_MS);
+  resv_type_t *t = bench_type(s, "bigdelete");
   int64_t now = resv_store_now(s);
   resv_store_set_time(s, now);
   char key[32];
   for (int i = 0; i < live; i++) {
-    key_of(key, i, true);
+    bench_key(key, i, true, 'e');
     reserve(t, key, 3600000);
   }
   for (int i = 0; i < doomed; i++) {
-    key_of(key, scattered ? 100000000 + i : i, scattered);
+    bench_key(key, scattered ? 100000000 + i : i, scattered, 'e');
     reserve(t, key, 1000);
   }
   if (sync != RESV_SYNC_PROCESS) {
     resv_store_close(s);
-    s = open_store(sync);
-    t = type_of(s);
+    s = bench_open_file(dir, sync, GRACE_MS);
+    t = bench_type(s, "bigdelete");
     resv_store_set_time(s, now);
   }
   int next = 1000000;

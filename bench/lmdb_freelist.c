@@ -41,20 +41,6 @@ static char dir[256], copy_dir[300];
     }                                                                            \
   } while (0)
 
-static uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-static void key_of(char *buf, int i, bool scattered) {
-  if (scattered)
-    snprintf(buf, 21, "k%019llu",
-             (unsigned long long)(mix((uint64_t)i) % UINT64_C(10000000000000000000)));
-  else
-    snprintf(buf, 21, "e%019d", i);
-}
-
 typedef struct {
   MDB_env *env;
   MDB_dbi dbi;
@@ -80,7 +66,7 @@ static void write_keys(db_t *d, int from, int to, bool scattered, bool del, int 
     MDB_txn *txn;
     CHECK(mdb_txn_begin(d->env, NULL, 0, &txn));
     for (int end = i + chunk; i < end && i < to; i++) {
-      key_of(key, i, scattered);
+      bench_key(key, i, scattered, 'e');
       MDB_val k = {20, key}, v = {sizeof value, value};
       CHECK(del ? mdb_del(txn, d->dbi, &k, NULL) : mdb_put(txn, d->dbi, &k, &v, 0));
     }
@@ -92,7 +78,7 @@ static void put_keys(db_t *d, MDB_txn *txn, int from, int to, bool scattered) {
   char key[32], value[VALUE];
   memset(value, 'v', sizeof value);
   for (int i = from; i < to; i++) {
-    key_of(key, i, scattered);
+    bench_key(key, i, scattered, 'e');
     MDB_val k = {20, key}, v = {sizeof value, value};
     CHECK(mdb_put(txn, d->dbi, &k, &v, 0));
   }

@@ -32,34 +32,6 @@ static char dir[256];
 static void fresh_dir(void) { bench_fresh_dir(dir, sizeof dir); }
 static void remove_dir(void) { bench_remove_dir(dir); }
 
-static resv_store_t *open_store(int64_t grace_ms) {
-  resv_options_t o = {.path = dir, .sync = RESV_SYNC_PROCESS, .threads = 1,
-                      .map_size = INT64_C(4) << 30, .sweep_grace_ms = grace_ms};
-  resv_error_t err;
-  resv_store_t *s = resv_store_open(&o, &err);
-  if (!s) bench_die("open", &err);
-  return s;
-}
-
-static resv_type_t *type_of(resv_store_t *s, const char *aggregate) {
-  resv_error_t err;
-  resv_type_t *t = resv_store_type(s, "bench", 5, aggregate, strlen(aggregate), &err);
-  if (!t) bench_die("type", &err);
-  return t;
-}
-
-static uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-/* The i-th 20-byte key, in order or scattered over the key space. */
-static void key_of(char *buf, int i, bool scattered) {
-  uint64_t v = scattered ? mix((uint64_t)i) % UINT64_C(10000000000000000000) : (uint64_t)i;
-  snprintf(buf, 21, "k%019llu", (unsigned long long)v);
-}
-
 static void call(resv_type_t *t, int32_t op, const char *key, int64_t ttl,
                  int32_t expect) {
   resv_answer_t a = {0};
@@ -77,11 +49,11 @@ static void call(resv_type_t *t, int32_t op, const char *key, int64_t ttl,
 
 static double bytes_per_reservation(int n, bool scattered) {
   fresh_dir();
-  resv_store_t *s = open_store(0);
-  resv_type_t *t = type_of(s, "bytes");
+  resv_store_t *s = bench_open_file(dir, RESV_SYNC_PROCESS, 0);
+  resv_type_t *t = bench_type(s, "bytes");
   char key[32];
   for (int i = 0; i < n; i++) {
-    key_of(key, i, scattered);
+    bench_key(key, i, scattered, 'k');
     call(t, RESV_OP_RESERVE, key, 3600000, RESV_RESERVED);
   }
   resv_store_close(s);
@@ -115,7 +87,7 @@ static double gets(resv_type_t *t, int n, int from, int32_t expect) {
   char key[32];
   int64_t t0 = bench_wall_ns();
   for (int i = 0; i < n; i++) {
-    key_of(key, from + i, true);
+    bench_key(key, from + i, true, 'k');
     call(t, RESV_OP_GET, key, 0, expect);
   }
   return (double)(bench_wall_ns() - t0) / n;
@@ -139,7 +111,7 @@ static double lmdb_gets(int n, bool neighbours) {
     exit(1);
   }
   for (int i = 0; i < n; i++) {
-    key_of(key, i, true);
+    bench_key(key, i, true, 'k');
     MDB_val k = {20, key}, v = {sizeof value, value};
     if (mdb_put(txn, dbi, &k, &v, 0)) exit(1);
   }
@@ -149,7 +121,7 @@ static double lmdb_gets(int n, bool neighbours) {
   for (int round = 0; round < ROUNDS; round++) {
     int64_t t0 = bench_wall_ns();
     for (int i = 0; i < n; i++) {
-      key_of(key, i, true);
+      bench_key(key, i, true, 'k');
       MDB_val k = {20, key}, v;
       MDB_cursor *c;
       if (mdb_txn_renew(txn)) exit(1);
@@ -175,11 +147,11 @@ static double lmdb_gets(int n, bool neighbours) {
 
 static void get_costs(int n) {
   fresh_dir();
-  resv_store_t *s = open_store(0);
-  resv_type_t *t = type_of(s, "gets");
+  resv_store_t *s = bench_open_file(dir, RESV_SYNC_PROCESS, 0);
+  resv_type_t *t = bench_type(s, "gets");
   char key[32];
   for (int i = 0; i < n; i++) {
-    key_of(key, i, true);
+    bench_key(key, i, true, 'k');
     call(t, RESV_OP_RESERVE, key, 3600000, RESV_RESERVED);
   }
   double present[ROUNDS], absent[ROUNDS];
@@ -206,7 +178,7 @@ static double commits(resv_type_t *t, int n, int from) {
   char key[32];
   int64_t t0 = bench_wall_ns();
   for (int i = 0; i < n / 2; i++) {
-    key_of(key, from + i, true);
+    bench_key(key, from + i, true, 'k');
     call(t, RESV_OP_RESERVE, key, 3600000, RESV_RESERVED);
     call(t, RESV_OP_RELEASE, key, 0, RESV_RELEASED);
   }
@@ -216,19 +188,19 @@ static double commits(resv_type_t *t, int n, int from) {
 static void big_delete(void) {
   enum { LIVE = 20000, DOOMED = 10000, COMMITS = 2000, AFTER = 5 };
   fresh_dir();
-  resv_store_t *s = open_store(1);
-  resv_type_t *t = type_of(s, "sweep");
+  resv_store_t *s = bench_open_file(dir, RESV_SYNC_PROCESS, 1);
+  resv_type_t *t = bench_type(s, "sweep");
   int64_t now = resv_store_now(s);
   resv_store_set_time(s, now);
   char key[32];
   /* The doomed keys side by side (a burst of sign-ups that expired), so
    * the sweep empties whole pages; the live ones scattered. */
   for (int i = 0; i < LIVE; i++) {
-    key_of(key, i, true);
+    bench_key(key, i, true, 'k');
     call(t, RESV_OP_RESERVE, key, 3600000, RESV_RESERVED);
   }
   for (int i = 0; i < DOOMED; i++) {
-    key_of(key, i, false);
+    bench_key(key, i, false, 'k');
     call(t, RESV_OP_RESERVE, key, 1000, RESV_RESERVED);
   }
   int next = 1000000;
