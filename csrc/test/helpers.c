@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <stdarg.h>
+#include <sys/wait.h>
 
 #include "tests.h"
 
@@ -233,4 +235,47 @@ uint64_t test_lmdb_pages(const char *data_mdb) {
 
 void test_tcase_add(TCase *tc, const TTest *const *tests) {
   for (; *tests; tests++) tcase_add_test(tc, *tests);
+}
+
+/* ---- forked children ---------------------------------------------------- */
+
+static int child_report_fd = -1;
+
+void test_child_exit(int code) {
+  char cmd[32];
+  snprintf(cmd, sizeof cmd, "exit %d", code);
+  execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+  _exit(code);
+}
+
+void test_child_end(int code, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (write(child_report_fd, msg, strlen(msg) + 1) < 0) test_child_exit(2);
+  test_child_exit(code);
+}
+
+int test_child_run(void (*fn)(void *), void *arg, char *msg, size_t size) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) {
+    close(fds[0]);
+    child_report_fd = fds[1];
+    fn(arg);
+    test_child_exit(0);
+  }
+  close(fds[1]);
+  ssize_t n;
+  size_t got = 0;
+  while (got + 1 < size && (n = read(fds[0], msg + got, size - 1 - got)) > 0) got += (size_t)n;
+  msg[got] = '\0';
+  close(fds[0]);
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  return status;
 }

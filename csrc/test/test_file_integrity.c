@@ -84,43 +84,15 @@ typedef struct outcome {
   char message[sizeof ((resv_error_t *)0)->message];
 } outcome_t;
 
-static int report_fd = -1;
-
-/* Ends a child with status code through exec, so that a leak checker
- * watching the parent (make valgrind) has nothing to say about the
- * child's copy of the parent's memory, which would change its status. */
-static void exit_by_exec(int code) {
-  char cmd[32];
-  snprintf(cmd, sizeof cmd, "exit %d", code);
-  execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-  _exit(code);
-}
-
 /* In a child: reports err's text and exits with 100 + its code. */
 static void child_exit_with(const resv_error_t *err) {
-  if (write(report_fd, err->message, strlen(err->message) + 1) < 0) exit_by_exec(2);
-  exit_by_exec(100 + err->code);
+  test_child_end(100 + err->code, "%s", err->message);
 }
 
 /* Runs fn in a forked child, which exits 0 for "every answer right". */
 static outcome_t in_child(void (*fn)(void *), void *arg) {
-  int fds[2];
-  ck_assert_int_eq(pipe(fds), 0);
-  pid_t pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) {
-    close(fds[0]);
-    report_fd = fds[1];
-    fn(arg);
-    exit_by_exec(0);
-  }
-  close(fds[1]);
-  outcome_t o = {0};
-  ssize_t n, got = 0;
-  while ((n = read(fds[0], o.message + got, sizeof o.message - 1 - (size_t)got)) > 0)
-    got += n;
-  close(fds[0]);
-  ck_assert_int_eq(waitpid(pid, &o.status, 0), pid);
+  outcome_t o;
+  o.status = test_child_run(fn, arg, o.message, sizeof o.message);
   return o;
 }
 
@@ -150,7 +122,7 @@ static void open_and_get_all(void *arg) {
     if (!call(t, RESV_OP_GET, key, "o1", &a, &err)) child_exit_with(&err);
     resv_answer_clear(&a);
   }
-  exit_by_exec(1); /* every get answered */
+  test_child_exit(1); /* every get answered */
 }
 
 /* ---- damaged while closed ----------------------------------------------- */
@@ -275,7 +247,7 @@ static void truncate_under_open_store(void *arg) {
   resv_answer_t a = {0};
   for (int i = 0; i < KEYS; i++) {
     snprintf(key, sizeof key, "k%d@x", i);
-    if (!call(t, RESV_OP_GET, key, "o1", &a, &err) || a.status != RESV_PENDING) exit_by_exec(3);
+    if (!call(t, RESV_OP_GET, key, "o1", &a, &err) || a.status != RESV_PENDING) test_child_exit(3);
     resv_answer_clear(&a);
   }
   if (cut->through_link) {
@@ -284,7 +256,7 @@ static void truncate_under_open_store(void *arg) {
     snprintf(link_name, sizeof link_name, "%s.link", dir);
     if (link(file, link_name) != 0 || truncate(link_name, data_bytes() * cut->percent / 100) != 0 ||
         unlink(link_name) != 0)
-      exit_by_exec(7);
+      test_child_exit(7);
   } else {
     truncate_to(cut->percent);
   }
@@ -294,11 +266,11 @@ static void truncate_under_open_store(void *arg) {
     if (call(t, RESV_OP_GET, key, "o1", &a, &err))
       answered++, resv_answer_clear(&a);
     else if (err.code != RESV_EFORMAT)
-      exit_by_exec(4);
+      test_child_exit(4);
   }
-  if (answered) exit_by_exec(6);
+  if (answered) test_child_exit(6);
   if (call(t, RESV_OP_RESERVE, "new@x", "o2", &a, &err) || err.code != RESV_EFORMAT)
-    exit_by_exec(5);
+    test_child_exit(5);
   child_exit_with(&err);
 }
 
@@ -333,7 +305,7 @@ static void reserve_as_b(void *arg) {
   resv_answer_t a = {0};
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   if (!call(type_of(s), RESV_OP_RESERVE, "seat@x", "b", &a, &err)) child_exit_with(&err);
-  exit_by_exec(a.status == RESV_RESERVED ? 0 : 3);
+  test_child_exit(a.status == RESV_RESERVED ? 0 : 3);
 }
 
 /* How the files go from under a running store. */
@@ -507,12 +479,12 @@ END_TEST
  * it is), opens the store at arg and reports the error. */
 static void open_as_nobody(void *arg) {
   resv_error_t err;
-  if (geteuid() == 0 && (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))) exit_by_exec(2);
+  if (geteuid() == 0 && (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))) test_child_exit(2);
   resv_options_t o = {.path = arg, .map_size = 64 << 20};
   resv_store_t *s = resv_store_open(&o, &err);
   if (!s) child_exit_with(&err);
   resv_store_close(s);
-  exit_by_exec(0);
+  test_child_exit(0);
 }
 
 /* Adds to words what the error must say of the user. */

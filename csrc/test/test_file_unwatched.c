@@ -17,7 +17,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,56 +43,27 @@ static void teardown(void) {
 
 /* ---- the child ----------------------------------------------------------- */
 
-static int report_fd = -1;
-
-/* Ends a child with status code through exec, so that a leak checker
- * watching the parent has nothing to say about the child's copy of the
- * parent's memory. */
-static void exit_by_exec(int code) {
-  char cmd[32];
-  snprintf(cmd, sizeof cmd, "exit %d", code);
-  execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-  _exit(code);
-}
-
-/* Reports the message and ends the child with status code. */
-__attribute__((format(printf, 2, 3))) static void child_end(int code, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (write(report_fd, msg, strlen(msg) + 1) < 0) exit_by_exec(2);
-  exit_by_exec(code);
-}
-
 /* The child's assert: it reports and exits (Check's own, failing in a
  * child under CK_FORK=no, would go on with the suite there). */
 #define WANT(cond, ...)                     \
   do {                                      \
-    if (!(cond)) child_end(3, __VA_ARGS__); \
+    if (!(cond)) test_child_end(3, __VA_ARGS__); \
   } while (0)
 
 /* Runs fn(arg) in a forked child; its status and report. */
+typedef struct {
+  void (*fn)(int);
+  int arg;
+} int_call_t;
+
+static void call_int(void *p) {
+  const int_call_t *c = p;
+  c->fn(c->arg);
+}
+
 static int in_child(void (*fn)(int), int arg, char *msg, size_t size) {
-  int fds[2];
-  ck_assert_int_eq(pipe(fds), 0);
-  pid_t pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) {
-    close(fds[0]);
-    report_fd = fds[1];
-    fn(arg);
-    exit_by_exec(0);
-  }
-  close(fds[1]);
-  ssize_t n, got = 0;
-  while ((n = read(fds[0], msg + got, size - 1 - (size_t)got)) > 0) got += n;
-  msg[got] = '\0';
-  close(fds[0]);
-  int status;
-  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-  return status;
+  int_call_t c = {fn, arg};
+  return test_child_run(call_int, &c, msg, size);
 }
 
 static void write_file(const char *file, const char *text) {
@@ -119,7 +89,7 @@ static void limited(int limit) {
   char map[64];
   snprintf(map, sizeof map, "%u %u 1\n", (unsigned)geteuid(), (unsigned)geteuid());
   if (unshare(CLONE_NEWUSER) != 0)
-    child_end(SKIPPED, "no user namespace (%s)", strerror(errno));
+    test_child_end(SKIPPED, "no user namespace (%s)", strerror(errno));
   write_file("/proc/self/uid_map", map);
   write_file(limit_file[limit], limit_value[limit]);
 }
@@ -213,7 +183,7 @@ static resv_store_t *open_unwatched(resv_type_t **t) {
 static void reserve_as_b(int unused) {
   resv_store_t *s = open_store();
   answers(type_of(s), RESV_OP_RESERVE, "seat@x", "b", RESV_RESERVED);
-  exit_by_exec(0);
+  test_child_exit(0);
 }
 
 /* B takes seat@x in the store now at the path; A's store answers closed

@@ -93,7 +93,6 @@ const char *test_mongo_uri(void);
 /* A store: uri NULL for memory. Fails the test on error. */
 resv_store_t *test_open(const char *uri);
 
-/* A type whose collection no other test of this run uses. */
 /* A new empty directory for a file store, in $TMPDIR or /tmp, into out
  * (size bytes); test_remove_dir deletes it and what it holds. */
 void test_temp_dir(char *out, size_t size);
@@ -104,9 +103,21 @@ void test_remove_dir(const char *path);
 void test_stderr_begin(void);
 const char *test_stderr_end(void);
 
+/* Forked children, for what may crash the process or must run alone
+ * (another user, a namespace of its own). test_child_run runs fn(arg) in
+ * a child and returns its wait status, with the text it reported into msg
+ * (size bytes, NUL-terminated). In the child, test_child_end reports a
+ * text and ends with status code, test_child_exit ends without one; both
+ * end through exec, so a leak checker watching the parent (make valgrind)
+ * has nothing to say about the child's copy of the parent's memory. */
+int test_child_run(void (*fn)(void *), void *arg, char *msg, size_t size);
+__attribute__((format(printf, 2, 3))) void test_child_end(int code, const char *fmt, ...);
+void test_child_exit(int code);
+
 /* A file store on path with sync (resv_sync_t). Fails the test on error. */
 resv_store_t *test_open_file(const char *path, int32_t sync);
 
+/* A type whose collection no other test of this run uses. */
 resv_type_t *test_fresh_type(resv_store_t *store, const char *prefix);
 
 resv_key_t test_key(const char *ns, const char *key);
