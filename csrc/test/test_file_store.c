@@ -28,16 +28,6 @@
 #include "file_store_test.h"
 
 
-/* Ends a forked child with status code through exec, so that a leak
- * checker watching the parent (make valgrind) has nothing to say about
- * the child's copy of the parent's memory, which would change its status. */
-static void exit_by_exec(int code) {
-  char cmd[32];
-  snprintf(cmd, sizeof cmd, "exit %d", code);
-  execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-  _exit(code);
-}
-
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -69,7 +59,7 @@ START_TEST(one_winner_among_forked_processes) {
                    : a.status == RESV_CONFLICT && a.owner_id.len ? 11 : 4;
       resv_answer_clear(&a);
       resv_store_close(s);
-      exit_by_exec(status);
+      test_child_exit(status);
     }
   }
   close(go[0]);
@@ -289,7 +279,7 @@ START_TEST(a_store_used_in_a_forked_child_answers_closed) {
     resv_answer_t a = {0};
     resv_error_t err;
     bool ok = call(t, RESV_OP_RESERVE, "x", "child", "a", HOUR, &a, &err);
-    exit_by_exec(!ok && err.code == RESV_ECLOSED ? 0 : ok ? 1 : 10 + err.code);
+    test_child_exit(!ok && err.code == RESV_ECLOSED ? 0 : ok ? 1 : 10 + err.code);
   }
   int st;
   waitpid(pid, &st, 0);
@@ -331,7 +321,7 @@ START_TEST(reads_see_another_process_writes_after_it_grew_the_map) {
            ca.status == RESV_RESERVED;
       resv_answer_clear(&ca);
     }
-    exit_by_exec(ok && ct ? 0 : 1);
+    test_child_exit(ok && ct ? 0 : 1);
   }
   int st;
   waitpid(pid, &st, 0);
