@@ -270,20 +270,27 @@ START_TEST(killed_writers_never_block_the_others_nor_lose_answers) {
 }
 END_TEST
 
+/* In a forked child: the parent's type t answers closed. */
+static void reserve_with_parents_type(void *t) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  bool ok = call(t, RESV_OP_RESERVE, "x", "child", "a", HOUR, &a, &err);
+  if (ok) test_child_end(1, "answered %s", resv_status_name(a.status));
+  if (err.code != RESV_ECLOSED) test_child_end(2, "%s: %s", resv_code_name(err.code), err.message);
+}
+
+/* Runs fn(arg) in a forked child, which must end with status 0. */
+static void child_succeeds(void (*fn)(void *), void *arg) {
+  char msg[1024];
+  int st = test_child_run(fn, arg, msg, sizeof msg);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status %#x: %s",
+                st, msg);
+}
+
 START_TEST(a_store_used_in_a_forked_child_answers_closed) {
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_type_t *t = type_of(s, "fork");
-  pid_t pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) {
-    resv_answer_t a = {0};
-    resv_error_t err;
-    bool ok = call(t, RESV_OP_RESERVE, "x", "child", "a", HOUR, &a, &err);
-    test_child_exit(!ok && err.code == RESV_ECLOSED ? 0 : ok ? 1 : 10 + err.code);
-  }
-  int st;
-  waitpid(pid, &st, 0);
-  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status %#x", st);
+  child_succeeds(reserve_with_parents_type, t);
   resv_answer_t a = {0};
   test_get(t, "x", &a);
   ck_assert_int_eq(a.status, RESV_ABSENT);
@@ -292,40 +299,41 @@ START_TEST(a_store_used_in_a_forked_child_answers_closed) {
 }
 END_TEST
 
+/* In a forked child: CHILD_KEYS reservations with 600-byte attempts
+ * (about 2 MiB) through a store of its own with a larger map. */
+enum { CHILD_KEYS = 3000 };
+static void fill_with_long_attempts(void *unused) {
+  (void)unused;
+  resv_store_t *c = open_with((resv_options_t){.map_size = 64 << 20}, NULL);
+  char attempt[600], key[32];
+  memset(attempt, 'c', sizeof attempt - 1);
+  attempt[sizeof attempt - 1] = '\0';
+  resv_answer_t ca = {0};
+  resv_error_t err;
+  if (!c) test_child_end(1, "the child's store did not open");
+  resv_type_t *ct = resv_store_type(c, "test", 4, "grow", 4, &err);
+  if (!ct) test_child_end(1, "type: %s", err.message);
+  for (int i = 0; i < CHILD_KEYS; i++) {
+    snprintf(key, sizeof key, "c%d", i);
+    if (!call(ct, RESV_OP_RESERVE, key, "child", attempt, HOUR, &ca, &err))
+      test_child_end(1, "%s: %s", key, err.message);
+    if (ca.status != RESV_RESERVED) test_child_end(1, "%s: %s", key, resv_status_name(ca.status));
+    resv_answer_clear(&ca);
+  }
+}
+
 /* Reads renew reset transactions (file_store.c, begin_read): they must go
  * on seeing what other processes write, also once another process has
  * grown the map past the size this one mapped (the renewal then answers
  * MDB_MAP_RESIZED, and the read begins anew on the grown map). */
 START_TEST(reads_see_another_process_writes_after_it_grew_the_map) {
-  enum { CHILD_KEYS = 3000 }; /* 600-byte attempts: about 2 MiB */
   resv_store_t *s = open_with((resv_options_t){.map_size = 1 << 20}, NULL);
   ck_assert_ptr_nonnull(s);
   resv_type_t *t = type_of(s, "grow");
   resv_answer_t a = {0};
   test_reserve(t, "mine", "A", "a", HOUR, &a); /* leaves a reset reader */
   ck_assert_int_eq(a.status, RESV_RESERVED);
-  pid_t pid = fork();
-  ck_assert_int_ne(pid, -1);
-  if (pid == 0) {
-    resv_store_t *c = open_with((resv_options_t){.map_size = 64 << 20}, NULL);
-    char attempt[600], key[32];
-    memset(attempt, 'c', sizeof attempt - 1);
-    attempt[sizeof attempt - 1] = '\0';
-    resv_answer_t ca = {0};
-    resv_error_t err;
-    bool ok = c != NULL;
-    resv_type_t *ct = ok ? resv_store_type(c, "test", 4, "grow", 4, &err) : NULL;
-    for (int i = 0; ok && ct && i < CHILD_KEYS; i++) {
-      snprintf(key, sizeof key, "c%d", i);
-      ok = call(ct, RESV_OP_RESERVE, key, "child", attempt, HOUR, &ca, &err) &&
-           ca.status == RESV_RESERVED;
-      resv_answer_clear(&ca);
-    }
-    test_child_exit(ok && ct ? 0 : 1);
-  }
-  int st;
-  waitpid(pid, &st, 0);
-  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status %#x", st);
+  child_succeeds(fill_with_long_attempts, NULL);
   /* The pages in use, from the newer meta page (the file itself is kept
    * longer: file_identity.c). */
   char data[PATH_MAX];
