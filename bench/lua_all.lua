@@ -1,7 +1,8 @@
 -- bench/lua_all.lua: a reserve_all of 2 keys against one reserve and two,
--- from Lua on the memory store (fresh keys, answers made into tables).
+-- from Lua on the memory store, or on a file store with sync = "process"
+-- (fresh keys, answers made into tables).
 --
---   luajit bench/lua_all.lua [KEYS]
+--   luajit bench/lua_all.lua [KEYS] [memory|file]
 --
 -- Each round reserves KEYS (default 100000) new e-mail and user name pairs
 -- on a fresh type three ways, in turn: one reserve of the e-mail only, two
@@ -30,7 +31,14 @@ local function median(t)
   return t[(#t + 1) / 2]
 end
 
-local store = assert(resv.open {})
+local STORE = arg[2] or "memory"
+local dir
+if STORE == "file" then
+  dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. dir) == 0)
+end
+local store = assert(resv.open(dir and { path = dir, sync = "process" } or {}))
 local serial = 0
 
 local WAYS = {
@@ -75,8 +83,8 @@ for _ = 1, ROUNDS do
   end
 end
 
-print(string.format("== reserve_all from Lua, memory store (%d sign-ups a round, median of %d)",
-                    KEYS, ROUNDS))
+print(string.format("== reserve_all from Lua, %s store (%d sign-ups a round, median of %d)",
+                    STORE, KEYS, ROUNDS))
 -- Each round's own ratio of reserve_all to its reserve (the rounds
 -- interleave the ways), before the lists are sorted.
 local per_round = {}
@@ -94,3 +102,4 @@ local ratio = median(per_round)
 print(string.format("ratio reserve_all_over_reserve %.2f (min %.2f, max %.2f over %d rounds)",
                     ratio, per_round[1], per_round[#per_round], ROUNDS))
 store:close()
+if dir then os.execute("rm -rf " .. dir) end

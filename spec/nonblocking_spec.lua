@@ -89,6 +89,39 @@ describe("a file store with sync = process, in spawned coroutines", function()
     store:close()
   end)
 
+  it("parks a reserve_all of two keys that would wait for a frozen writer, then answers it",
+     function()
+    -- The try on the caller's thread would wait: the call goes on as a
+    -- waiting call, with the strings it read (temporaries, gone by then).
+    local store = assert(resv.open { path = dir, sync = "process", timeout_ms = 2500 })
+    local t = assert(store:type("shop", "nb"))
+    assert.equal("reserved", assert(t:reserve(KEY, OWNER, "a", 60000)).status)
+    local p, pid = freeze(dir)
+    local r, err
+    local ok, perr = pcall(function()
+      resv.spawn(function()
+        r, err = t:reserve_all({ { namespace = "email", key = string.format("%s@%s", "ann", "x") },
+                                 { namespace = "user", key = string.rep("n", 2) } },
+                               { id = "o" .. 2 }, "a" .. 3, 60000)
+      end)
+      assert.is_nil(r) -- parked
+      collectgarbage()
+      collectgarbage()
+    end)
+    thaw(p, pid)
+    assert(ok, perr)
+    assert.is_true(resv.run())
+    assert(r, err)
+    assert.equal("reserved", r.status)
+    for _, k in ipairs { { namespace = "email", key = "ann@x" }, { namespace = "user", key = "nn" } } do
+      local g = assert(t:get(k))
+      assert.equal("pending", g.status)
+      assert.equal("o2", g.owner.id)
+      assert.same({ "a3" }, g.holds)
+    end
+    store:close()
+  end)
+
   it("closes at once while a call waits for a frozen writer", function()
     local store = assert(resv.open { path = dir, sync = "process", timeout_ms = 1500 })
     local t = assert(store:type("shop", "nb"))

@@ -16,10 +16,11 @@
 -- of its keys and owner once (a computed __index included), keeps the
 -- strings where the collector sees them while C may read them, then fills
 -- the module's request and key array and makes the C call:
---   * on a store that answers inline (the memory store), one or two keys:
---     the strings in locals, put in the module's slots pinned[1..9] just
---     before the C call and taken out just after; no table is made for
---     the request (a sign-up's two keys cost about what one reserve does);
+--   * one or two keys on a store that answers on this thread (the memory
+--     store; a file store with sync = "process" unless the write would
+--     wait for another writer): the strings in locals, put in the
+--     module's slots pinned[1..9] just before the C call and taken out
+--     just after; no table is made for the request;
 --   * otherwise: in a table of its own (the request, its strings in its
 --     array part), which is put in pinned[1] for the C call, or which a
 --     waiting call keeps on its own stack while parked.
@@ -60,7 +61,7 @@ local _M = {}
 
 -- Set by install(): resv.type's pieces these calls share.
 local key_fields, owner_fields, check_type, answer_table, status_names
-local call_opts, answer_buf
+local call_opts, answer_buf, run, run_checked
 
 -- The key array's entry i (from 0) from the request r's strings 3i+1 to 3i+3.
 local function fill_key(r, i)
@@ -178,10 +179,13 @@ local function request_of(op, keys, n, owner, attempt, ttl, version, mine)
   return r
 end
 
--- One or two keys on a store that answers inline: the fields into locals,
--- pinned for the C call (see the top of this file), the same checks in
--- the same order as request_of and resv.type's call.
-local function inline_few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
+-- One or two keys on a store that answers inline, or that may answer on
+-- this thread (resv_try_call: a file store with sync = "process"): the
+-- fields into locals, pinned for the C call (see the top of this file),
+-- the same checks in the same order as request_of and resv.type's call.
+-- When the try would wait for another writer, the locals become the
+-- request of a call that waits as the context allows.
+local function few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
   local at, an, ak = key_fields(keys[1])
   if not at then return nil, key_error(1, an) end
   local bt, bn, bk = "", "", ""
@@ -209,15 +213,25 @@ local function inline_few(t, opts, op, keys, n, owner, attempt, ttl, version, mi
   q.owner.id.ptr, q.owner.id.len = oid, #oid
   q.attempt.ptr, q.attempt.len = attempt, #attempt
   q.keys, q.nkeys = key_array, n
-  local ok = C.resv_call(t.handle, q, answer_buf, err_buf)
+  local ok
+  if t.inline then
+    ok = C.resv_call(t.handle, q, answer_buf, err_buf)
+  else
+    ok = C.resv_try_call(t.handle, q, answer_buf, err_buf)
+  end
   p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9] =
     nil, nil, nil, nil, nil, nil, nil, nil, nil
-  if not ok then return nil, error_string(err_buf) end
-  return answer_all(answer_buf, mine and ot or nil, oid, attempt, into)
+  if ok then
+    return answer_all(answer_buf, mine and ot or nil, oid, attempt, into)
+  end
+  if t.inline or err_buf.code ~= 0 then return nil, error_string(err_buf) end
+  local r = { at, an, ak, bt, bn, bk, op = op, ttl = ttl, version = version, n = n,
+              ot = ot, oid = oid, attempt = attempt, mine = mine }
+  return run_checked(t, ALL, r, timeout, into, true)
 end
 
--- Checks keys and runs the call: inline_few, or a request and run.
-local function all(t, run, opts, op, keys, owner, attempt, ttl, version, mine)
+-- Checks keys and runs the call: few, or a request and run.
+local function all(t, opts, op, keys, owner, attempt, ttl, version, mine)
   if type(keys) ~= "table" then
     return nil, expected("keys", "an array of key tables", keys)
   end
@@ -225,8 +239,8 @@ local function all(t, run, opts, op, keys, owner, attempt, ttl, version, mine)
   if n > MOST_KEYS then
     return nil, "invalid: keys: " .. n .. " keys, more than max_keys"
   end
-  if t.inline and n >= 1 and n <= 2 then
-    return inline_few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
+  if (t.inline or t.tries) and n >= 1 and n <= 2 then
+    return few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
   end
   local r, err = request_of(op, keys, n, owner, attempt, ttl, version, mine)
   if not r then return nil, err end
@@ -237,13 +251,13 @@ end
 -- owner_fields, check_type, answer_table, status_names, call_opts and
 -- answer_buf (an inline call's answer), and its run(t, shape, r, opts)
 -- (resv.type's call), which runs a request of a shape and waits as the
--- context allows.
+-- context allows, and run_checked(t, shape, r, timeout, into, tried), the
+-- same with the options checked (tried: the try was made).
 function _M.install(Type, pieces)
   key_fields, owner_fields = pieces.key_fields, pieces.owner_fields
   check_type, answer_table = pieces.check_type, pieces.answer_table
   status_names, call_opts = pieces.status_names, pieces.call_opts
-  answer_buf = pieces.answer_buf
-  local run = pieces.run
+  answer_buf, run, run_checked = pieces.answer_buf, pieces.run, pieces.run_checked
 
   function Type:reserve_all(keys, owner, attempt, ttl_ms, opts)
     check_type(self, "reserve_all")
@@ -253,7 +267,7 @@ function _M.install(Type, pieces)
     local ttl, err = check_integer("ttl_ms", ttl_ms, 1, MAX_INTEGER,
                                    "a positive integer (milliseconds)")
     if not ttl then return nil, err end
-    return all(self, run, opts, OP_RESERVE_ALL, keys, owner, attempt, ttl, 0, true)
+    return all(self, opts, OP_RESERVE_ALL, keys, owner, attempt, ttl, 0, true)
   end
 
   function Type:confirm_all(keys, owner, version, opts)
@@ -261,7 +275,7 @@ function _M.install(Type, pieces)
     local v, err = check_integer("version", version, 0, MAX_INTEGER,
                                  "a non-negative integer", true)
     if not v then return nil, err end
-    return all(self, run, opts, OP_CONFIRM_ALL, keys, owner, "", 0, v, true)
+    return all(self, opts, OP_CONFIRM_ALL, keys, owner, "", 0, v, true)
   end
 
   function Type:abandon_all(keys, owner, attempt, opts)
@@ -269,7 +283,7 @@ function _M.install(Type, pieces)
     if type(attempt) ~= "string" then
       return nil, expected("attempt", "a string", attempt)
     end
-    return all(self, run, opts, OP_ABANDON_ALL, keys, owner, attempt, 0, 0, false)
+    return all(self, opts, OP_ABANDON_ALL, keys, owner, attempt, 0, 0, false)
   end
 end
 

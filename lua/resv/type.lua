@@ -274,11 +274,10 @@ local function wait_call(t, shape, r, timeout, into, w, inbox)
 end
 
 -- Runs request r of the given shape on type t and waits as the context
--- allows.
-local function call(t, shape, r, opts)
-  local timeout, into = call_opts(opts)
-  if not timeout then return nil, into end -- (then into is the error)
-  if t.tries then
+-- allows; timeout and into are the checked options. tried: the caller
+-- has tried the call on this thread already (it would wait).
+local function call_checked(t, shape, r, timeout, into, tried)
+  if t.tries and not tried then
     if shape.try(t.handle, r, timeout, answer_buf) then
       return shape.answer(answer_buf, r, into)
     end
@@ -300,6 +299,12 @@ local function call(t, shape, r, opts)
     return nil, error_string(err_buf)
   end
   return shape.answer(answer_buf, r, into)
+end
+
+local function call(t, shape, r, opts)
+  local timeout, into = call_opts(opts)
+  if not timeout then return nil, into end -- (then into is the error)
+  return call_checked(t, shape, r, timeout, into)
 end
 
 -- A single-key call (reserve, confirm, abandon, release, get) runs as
@@ -592,7 +597,7 @@ end
 require("resv.all").install(Type, {
   key_fields = key_fields, owner_fields = owner_fields, check_type = check_type,
   answer_table = answer_table, status_names = status_names, call_opts = call_opts,
-  answer_buf = answer_buf, run = call,
+  answer_buf = answer_buf, run = call, run_checked = call_checked,
 })
 
 _M.Type = Type
