@@ -4,8 +4,12 @@
 -- resv.ffi whose functions count their calls.
 local helpers = require "spec.helpers"
 
-local MODULES = { "resv", "resv.type", "resv.sched", "resv.host", "resv.ngx",
-                  "resv.tarantool", "resv.base", "resv.ffi", "resv.metrics" }
+-- Every module of resv that holds resv.ffi or is installed into another's
+-- tables: a fresh resv.type installs resv.all and resv.tools into its own
+-- Type, which must not touch the Type of the other specs' types.
+local MODULES = { "resv", "resv.type", "resv.all", "resv.tools", "resv.answer",
+                  "resv.sched", "resv.host", "resv.ngx", "resv.tarantool", "resv.base",
+                  "resv.ffi", "resv.metrics" }
 
 -- Loads resv afresh over a counting resv.ffi; returns resv, the counts
 -- (function name -> calls; only those of the coroutine counts.only when it
