@@ -231,6 +231,7 @@ int main(int argc, char **argv) {
                            .database = (char *)"bench_cpu",
                            .conforms = resv__mongo_conforms_new(),
                            .max_holds = RESV__DEFAULT_MAX_HOLDS};
+  backend.templates = resv__mongo_templates_new(&backend);
 
   if (RUNNING_ON_VALGRIND) rounds = 1;
   double bare[MAX_ROUNDS], core[MAX_ROUNDS], call[MAX_ROUNDS], r_core[MAX_ROUNDS],
@@ -243,6 +244,7 @@ int main(int argc, char **argv) {
   resv_answer_clear(&answer);
   mongoc_read_prefs_destroy(backend.primary);
   bson_destroy(backend.conforms);
+  resv__mongo_templates_free(backend.templates);
   mongoc_collection_destroy(coll);
   mongoc_client_pool_push(pool, client);
   mongoc_client_pool_destroy(pool);

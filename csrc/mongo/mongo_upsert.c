@@ -159,7 +159,7 @@ bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__mongo_upsert_filter(&fw, m, r, now, false);
   resv__bw_finish(&fw, &filter);
   resv__bw_init(&pw);
-  resv__mongo_upsert_pipeline(&pw, r, now, expires);
+  resv__mongo_upsert_pipeline(&pw, m, r, now, expires);
   resv__bw_finish(&pw, &pipeline);
   mongoc_find_and_modify_opts_set_update(opts, &pipeline);
   mongoc_find_and_modify_opts_set_flags(
