@@ -77,6 +77,9 @@ typedef struct resv__mongo_conn {
   mongoc_client_t *client;
   const resv_type_t *type;
   mongoc_collection_t *coll;
+  /* The upsert's findAndModify options, kept from call to call (each
+   * sets its update and maxTimeMS); NULL until the first. */
+  mongoc_find_and_modify_opts_t *upsert;
 } resv__mongo_conn_t;
 
 /* The backend's call on conn (mongo_conn.c): the topology learnt, the
@@ -95,7 +98,7 @@ bool resv__mongo_writable_known(mongoc_client_t *client);
 bool resv__mongo_learn_topology(resv__mongo_t *m, mongoc_client_t *client, int64_t deadline,
                                 resv_error_t *err);
 
-/* Forgets conn's collection handle (conn's client stays). */
+/* Forgets conn's collection handle and kept options (its client stays). */
 void resv__mongo_conn_forget(resv__mongo_conn_t *conn);
 
 /* ---- Streams bounded by a call's deadline (mongo_stream.c) ----------- */
@@ -296,10 +299,12 @@ bool resv__mongo_scan(const resv__mongo_t *m, mongoc_collection_t *coll,
                       int64_t deadline, resv_scan_t *scan, resv_error_t *err);
 
 /* reserve or confirm (r->op) on coll: the upsert, then the duplicate-key
- * path (mongo_upsert.c). */
+ * path (mongo_upsert.c). With kept, the findAndModify options are *kept
+ * (made when NULL, and left there for the next call), else the call's own. */
 bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
-                        const resv_request_t *r, int64_t now, int64_t deadline,
-                        resv_answer_t *answer, resv_error_t *err);
+                        mongoc_find_and_modify_opts_t **kept, const resv_request_t *r,
+                        int64_t now, int64_t deadline, resv_answer_t *answer,
+                        resv_error_t *err);
 
 /* Runs one validated request on coll (the type's collection). When a
  * read on the way found the collection without its format record (it was
@@ -308,6 +313,10 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_request_t *req, int64_t now,
                      int64_t deadline, resv_answer_t *answer,
                      bool *gone, resv_error_t *err);
+/* The same on conn's collection, with conn's kept options. */
+bool resv__mongo_run_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
+                        const resv_request_t *req, int64_t now, int64_t deadline,
+                        resv_answer_t *answer, bool *gone, resv_error_t *err);
 
 /* ---- Several keys at once (mongo_all.c) ------------------------------ */
 

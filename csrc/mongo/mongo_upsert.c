@@ -149,13 +149,15 @@ static bool try_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
 }
 
 bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
-                        const resv_request_t *r, int64_t now, int64_t deadline,
-                        resv_answer_t *answer, resv_error_t *err) {
+                        mongoc_find_and_modify_opts_t **kept, const resv_request_t *r,
+                        int64_t now, int64_t deadline, resv_answer_t *answer,
+                        resv_error_t *err) {
   const char *what = r->op == RESV_OP_RESERVE ? "reserve" : "confirm";
   int64_t expires = 0;
   if (r->op == RESV_OP_RESERVE && !resv__expiry(now, r->ttl_ms, &expires, err))
     return false;
-  mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+  mongoc_find_and_modify_opts_t *opts =
+      kept && *kept ? *kept : mongoc_find_and_modify_opts_new();
   resv__bw_t fw, pw;
   bson_t filter, pipeline;
   bool ok = true, again = true;
@@ -181,7 +183,10 @@ bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     else if (ok && again && resv__monotonic_ms() >= deadline)
       ok = resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
   }
-  mongoc_find_and_modify_opts_destroy(opts);
+  if (kept)
+    *kept = opts;
+  else
+    mongoc_find_and_modify_opts_destroy(opts);
   resv__bw_free(&pw);
   resv__bw_free(&fw);
   return ok;
