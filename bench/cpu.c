@@ -181,7 +181,7 @@ static void print_figures(int calls, int rounds, double *bare, double *core, dou
   printf("  %-56s %8s %7s\n", "", "us/call", "ratio");
   printf("  %-56s %8.1f %7.2f\n", "bare mongoc find_and_modify (baseline)",
          bench_median(bare, rounds), 1.0);
-  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run_on on the caller's thread (no dispatcher)",
+  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run_on, the caller's thread (no dispatcher)",
          bench_median(core, rounds), bench_median(r_core, rounds));
   double ratio = bench_median(r_call, rounds);
   printf("  %-56s %8.1f %7.2f\n", "resv_call (the caller's thread, public API)",
