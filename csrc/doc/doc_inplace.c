@@ -16,8 +16,10 @@
 
 #include <string.h>
 
+/* Where the elements being read are: p the next, end where they stop (a
+ * document's final NUL; for the whole document, the end of its bytes). */
 typedef struct cursor {
-  const uint8_t *p, *end; /* end: the document's final NUL */
+  const uint8_t *p, *end;
 } cursor_t;
 
 static uint32_t le32(const uint8_t *p) {
