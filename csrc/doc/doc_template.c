@@ -66,6 +66,7 @@ void resv__bw_rec_end(resv__bw_t *w, size_t at) {
 
 void resv__tpl_record_begin(resv__bw_rec_t *rec, resv__tpl_t *t, resv__bw_t *w) {
   memset(t, 0, sizeof *t);
+  t->nstrs = rec->nstrs;
   rec->tpl = t;
   rec->base = w->len;
   w->rec = rec;
@@ -91,7 +92,7 @@ static uint8_t *put_string(uint8_t *restrict out, resv_str_t v) {
 void resv__tpl_write(const resv__tpl_t *t, const resv_str_t *strs, const int64_t *ints,
                      resv__bw_t *w) {
   size_t more = t->len, n = t->nslots;
-  for (size_t i = 0; i < RESV__TPL_STRS; i++)
+  for (size_t i = 0; i < t->nstrs; i++)
     more += t->uses[i] * strs[i].len;
   resv__bw_reserve(w, more);
 

@@ -47,7 +47,8 @@ typedef struct resv__tpl {
   size_t len;
   resv__tpl_slot_t slots[RESV__TPL_SLOTS];
   size_t nslots;
-  size_t uses[RESV__TPL_STRS]; /* how many slots each string value has */
+  size_t nstrs;                /* the string values it takes */
+  size_t uses[RESV__TPL_STRS]; /* how many slots each has */
   resv__tpl_fix_t *fixes; /* bson_malloc'd */
   size_t nfixes, fixes_cap;
 } resv__tpl_t;
@@ -70,7 +71,8 @@ void resv__tpl_record_begin(resv__bw_rec_t *rec, resv__tpl_t *t, resv__bw_t *w);
 void resv__tpl_record_end(resv__bw_rec_t *rec, resv__bw_t *w);
 
 /* Appends t to w with strs[i] (NULL ptr with len 0 is empty) for string
- * value i and ints[i] for int64 value i. */
+ * value i and ints[i] for int64 value i: as many as the recording's
+ * nstrs and nints. */
 void resv__tpl_write(const resv__tpl_t *t, const resv_str_t *strs, const int64_t *ints,
                      resv__bw_t *w);
 
