@@ -280,7 +280,7 @@ test-layout: $(LIB_OBJ)
 # embedded stores (busted without RESV_TEST_URI skips the MongoDB specs),
 # the layout check and the documentation's examples that need no server.
 # A suite that needs no emulator belongs in CHECK_SUITES.
-CHECK_SUITES := validate,rules_memory,rules_all,rules_model,pool,job,memory,mongo_decode,mongo_log,rules_file,file_store,file_diff,file_records,file_integrity
+CHECK_SUITES := validate,rules_memory,rules_all,rules_model,pool,job,memory,mongo_decode,mongo_build,mongo_inplace,mongo_log,rules_file,file_store,file_diff,file_records,file_integrity
 .PHONY: check test-docs test-docs-offline
 check: all $(O)/resv_tests
 	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests

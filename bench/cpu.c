@@ -12,9 +12,11 @@
  *          return new), on the caller's thread, reading the returned
  *          document's fields: what a careful caller would write without
  *          resv's rules;
- *   core   resv's operation without the dispatcher: resv__mongo_run (the
- *          internal entry point the worker calls) on the caller's thread
- *          and the same client as bare: command built, decoded, answered;
+ *   core   resv's operation without the dispatcher: resv__mongo_run_on (the
+ *          internal entry point a connection's call runs) on the caller's
+ *          thread and the same client and collection as bare, as one
+ *          connection (its findAndModify options kept from call to call):
+ *          command built, decoded, answered;
  *   call   resv_call through the public API: the above plus validation,
  *          the counters, and the client lent for the call (a blocking call
  *          runs on the caller's thread, docs/design.md section 7), from the
@@ -110,6 +112,7 @@ typedef struct phases {
   resv_store_t *store;
   resv_type_t *type;
   mongoc_collection_t *coll;
+  resv__mongo_conn_t *conn; /* core's: the client and coll of bare */
   resv__mongo_t *backend;
   const resv_request_t *req;
   resv_answer_t *answer;
@@ -123,8 +126,8 @@ static int64_t run_phase(phases_t *ph, int p, int n) {
     if (p == 0) {
       bare_reserve(ph->coll, resv_store_now(ph->store));
     } else if (p == 1) {
-      if (!resv__mongo_run(ph->backend, ph->coll, ph->req, resv_store_now(ph->store),
-                           resv__monotonic_ms() + 5000, ph->answer, NULL, &err))
+      if (!resv__mongo_run_on(ph->backend, ph->conn, ph->req, resv_store_now(ph->store),
+                              resv__monotonic_ms() + 5000, ph->answer, NULL, &err))
         bench_die("core reserve", &err);
     } else if (!resv_call(ph->type, ph->req, ph->answer, &err)) {
       bench_die("reserve", &err);
@@ -178,7 +181,7 @@ static void print_figures(int calls, int rounds, double *bare, double *core, dou
   printf("  %-56s %8s %7s\n", "", "us/call", "ratio");
   printf("  %-56s %8.1f %7.2f\n", "bare mongoc find_and_modify (baseline)",
          bench_median(bare, rounds), 1.0);
-  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run on the caller's thread (no dispatcher)",
+  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run_on, the caller's thread (no dispatcher)",
          bench_median(core, rounds), bench_median(r_core, rounds));
   double ratio = bench_median(r_call, rounds);
   printf("  %-56s %8.1f %7.2f\n", "resv_call (the caller's thread, public API)",
@@ -225,17 +228,18 @@ int main(int argc, char **argv) {
   mongoc_client_t *client = mongoc_client_pool_pop(pool);
   mongoc_collection_t *coll =
       mongoc_client_get_collection(client, "bench_cpu", resv_type_collection(type));
-  /* resv__mongo_run needs the backend only for errors and reads. */
-  /* The fields resv__mongo_run reads, as resv__mongo_open sets them. */
+  /* The fields resv__mongo_run_on reads, as resv__mongo_open sets them. */
   resv__mongo_t backend = {.primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY),
                            .database = (char *)"bench_cpu",
                            .conforms = resv__mongo_conforms_new(),
                            .max_holds = RESV__DEFAULT_MAX_HOLDS};
+  backend.templates = resv__mongo_templates_new(&backend);
 
   if (RUNNING_ON_VALGRIND) rounds = 1;
   double bare[MAX_ROUNDS], core[MAX_ROUNDS], call[MAX_ROUNDS], r_core[MAX_ROUNDS],
       r_call[MAX_ROUNDS];
-  phases_t ph = {store, type, coll, &backend, &req, &answer};
+  resv__mongo_conn_t conn = {.client = client, .coll = coll};
+  phases_t ph = {store, type, coll, &conn, &backend, &req, &answer};
   run_rounds(&ph, calls, rounds, bare, core, call, r_core, r_call);
   if (RUNNING_ON_VALGRIND) return 0; /* the figures are in the dumps */
   print_figures(calls, rounds, bare, core, call, r_core, r_call);
@@ -243,7 +247,8 @@ int main(int argc, char **argv) {
   resv_answer_clear(&answer);
   mongoc_read_prefs_destroy(backend.primary);
   bson_destroy(backend.conforms);
-  mongoc_collection_destroy(coll);
+  resv__mongo_templates_free(backend.templates);
+  resv__mongo_conn_forget(&conn); /* coll with it */
   mongoc_client_pool_push(pool, client);
   mongoc_client_pool_destroy(pool);
   mongoc_uri_destroy(muri);

@@ -11,7 +11,7 @@
 
 #include <bson/bson.h>
 
-/* ---- Reading (doc_decode.c) ------------------------------------------ */
+/* ---- Reading (doc_decode.c, doc_inplace.c) ------------------------------ */
 
 /* A stored reservation, its strings pointing into the document it was
  * read from (valid while that bson_t lives). */
@@ -31,6 +31,15 @@ typedef struct resv__mongo_doc {
 bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
                         resv_error_t *err);
 void resv__mongo_doc_free(resv__mongo_doc_t *doc);
+
+/* The same for a document of data[0..len) laid out exactly as the store
+ * writes it, read in place (doc_inplace.c): true only when
+ * resv__mongo_decode would accept it and give the same *out, whose holds
+ * are then room's first nholds (at most nroom), not for
+ * resv__mongo_doc_free. False for anything else, without saying why: the
+ * caller then decodes with resv__mongo_decode. */
+bool resv__mongo_decode_inplace(const uint8_t *data, size_t len, resv__mongo_doc_t *out,
+                                resv_str_t *room, size_t nroom);
 
 /* A new aggregation expression (bson_destroy it) that the server finds
  * true for exactly the documents resv__mongo_decode accepts, bar the

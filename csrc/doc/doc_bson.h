@@ -33,12 +33,24 @@
  * small sizes costs a malloc that first consolidates its free chunks. */
 #define RESV__BW_INLINE 4096
 
+/* While a template is recorded (doc_template.h), rec is set and the
+ * writer tells it where each string, int64 and document went. */
+struct resv__bw_rec;
+
 typedef struct resv__bw {
   uint8_t *buf; /* inline_ or a bson_malloc'd copy */
   size_t len;
   size_t cap;
+  struct resv__bw_rec *rec; /* NULL but while a template is recorded */
   uint8_t inline_[RESV__BW_INLINE];
 } resv__bw_t;
+
+/* The recorder's side (doc_template.c): a string s of len bytes, or an
+ * int64 v, is about to be written at w->len; the document or array begun
+ * at offset at has just ended. */
+void resv__bw_rec_utf8(resv__bw_t *w, const char *s, size_t len);
+void resv__bw_rec_int64(resv__bw_t *w, int64_t v);
+void resv__bw_rec_end(resv__bw_t *w, size_t at);
 
 static inline void resv__bw_reserve(resv__bw_t *w, size_t more) {
   size_t need = w->len + more;
@@ -75,6 +87,7 @@ static inline void resv__bw_init(resv__bw_t *w) {
   w->buf = w->inline_;
   w->cap = sizeof w->inline_;
   w->len = 4; /* the length, written by resv__bw_finish */
+  w->rec = NULL;
 }
 
 /* Starts an embedded document (type 3) or array (type 4) under key; the
@@ -102,11 +115,15 @@ static inline void resv__bw_end(resv__bw_t *w, size_t at) {
   resv__bw_reserve(w, 1);
   w->buf[w->len++] = 0;
   resv__bw_put_u32(w->buf + at, (uint32_t)(w->len - at));
+  if (w->rec)
+    resv__bw_rec_end(w, at);
 }
 
 static inline void resv__bw_utf8(resv__bw_t *w, const char *key,
                                  size_t key_len, const char *s, size_t len) {
   resv__bw_head(w, 0x02, key, key_len, 4 + len + 1);
+  if (w->rec)
+    resv__bw_rec_utf8(w, s, len);
   resv__bw_put_u32(w->buf + w->len, (uint32_t)(len + 1));
   w->len += 4;
   if (len)
@@ -127,6 +144,8 @@ static inline void resv__bw_int64(resv__bw_t *w, const char *key,
                                   size_t key_len, int64_t v) {
   uint64_t le = BSON_UINT64_TO_LE((uint64_t)v);
   resv__bw_head(w, 0x12, key, key_len, 8);
+  if (w->rec)
+    resv__bw_rec_int64(w, v);
   memcpy(w->buf + w->len, &le, 8);
   w->len += 8;
 }

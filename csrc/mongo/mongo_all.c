@@ -218,7 +218,7 @@ static bool add_upsert(const all_t *a, mongoc_bulk_operation_t *bulk, const slot
   resv__bw_init(&fw);
   resv__mongo_upsert_filter(&fw, a->m, &s->r, a->now, s->r.op == RESV_OP_CONFIRM);
   resv__bw_init(&uw);
-  resv__mongo_upsert_pipeline(&uw, &s->r, a->now, a->expires);
+  resv__mongo_upsert_pipeline(&uw, a->m, &s->r, a->now, a->expires);
   return add_update(bulk, &fw, &uw, true, err);
 }
 

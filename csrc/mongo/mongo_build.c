@@ -314,14 +314,14 @@ void resv__mongo_put_conforms(resv__bw_t *w, const resv__mongo_t *m) {
   put_conforms(w, m);
 }
 
-void resv__mongo_upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
-                               const resv_request_t *r, int64_t now,
-                               bool exact) {
+void resv__mongo_build_upsert_filter(resv__bw_t *w, const resv__mongo_t *m,
+                                     const resv_request_t *r, int64_t now,
+                                     bool exact) {
   upsert_filter(w, m, r, now, exact);
 }
 
-void resv__mongo_upsert_pipeline(resv__bw_t *w, const resv_request_t *r,
-                                 int64_t now, int64_t expires) {
+void resv__mongo_build_upsert_pipeline(resv__bw_t *w, const resv_request_t *r,
+                                       int64_t now, int64_t expires) {
   if (r->op == RESV_OP_RESERVE)
     reserve_pipeline(w, r, now, expires);
   else

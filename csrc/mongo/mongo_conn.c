@@ -35,7 +35,9 @@ bool resv__mongo_learn_topology(resv__mongo_t *m, mongoc_client_t *client, int64
 void resv__mongo_conn_forget(resv__mongo_conn_t *conn) {
   if (conn->coll)
     mongoc_collection_destroy(conn->coll);
+  mongoc_find_and_modify_opts_destroy(conn->upsert);
   conn->coll = NULL;
+  conn->upsert = NULL;
   conn->type = NULL;
 }
 
@@ -100,7 +102,7 @@ static bool run_on(resv__mongo_t *m, resv__mongo_conn_t *conn, resv_type_t *type
   if (req->op == RESV_OP_RESERVE || req->op == RESV_OP_RESERVE_ALL)
     resv__mongo_skew_ttl(m, req->ttl_ms);
   bool gone = false;
-  bool ok = resv__mongo_run(m, conn->coll, req, now, deadline, answer, &gone, err);
+  bool ok = resv__mongo_run_on(m, conn, req, now, deadline, answer, &gone, err);
   if (gone)
     resv__mongo_schema_reset(type);
   return ok;

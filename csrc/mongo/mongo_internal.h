@@ -19,6 +19,7 @@
 
 typedef struct resv__mongo_log resv__mongo_log_t; /* mongo_log.c */
 typedef struct resv__mongo_callers resv__mongo_callers_t; /* mongo_caller.c */
+typedef struct resv__mongo_templates resv__mongo_templates_t; /* mongo_template.c */
 
 /* The backend: one per MongoDB store. Immutable after open, so the
  * dispatcher's threads read it without a lock (the pool is thread-safe). */
@@ -38,6 +39,9 @@ typedef struct resv__mongo {
   char hosts[256]; /* "host:port,host:port" for describe */
   bson_t *conforms; /* resv__mongo_conforms_new, in every write's filter */
   int32_t max_holds; /* the store's option: most holds of a reservation */
+  /* The upsert's documents recorded for the two above (NULL for a
+   * backend made by hand: they are built per call). */
+  resv__mongo_templates_t *templates;
   int64_t grace_ms;  /* sweep_grace_ms: what sweep leaves of the expired */
   /* Where duplicate-key retries and set-up failures are counted; NULL
    * for a backend made by hand (tests, bench/cpu.c). */
@@ -73,6 +77,9 @@ typedef struct resv__mongo_conn {
   mongoc_client_t *client;
   const resv_type_t *type;
   mongoc_collection_t *coll;
+  /* The upsert's findAndModify options, kept from call to call (each
+   * sets its update and maxTimeMS); NULL until the first. */
+  mongoc_find_and_modify_opts_t *upsert;
 } resv__mongo_conn_t;
 
 /* The backend's call on conn (mongo_conn.c): the topology learnt, the
@@ -91,7 +98,7 @@ bool resv__mongo_writable_known(mongoc_client_t *client);
 bool resv__mongo_learn_topology(resv__mongo_t *m, mongoc_client_t *client, int64_t deadline,
                                 resv_error_t *err);
 
-/* Forgets conn's collection handle (conn's client stays). */
+/* Forgets conn's collection handle and kept options (its client stays). */
 void resv__mongo_conn_forget(resv__mongo_conn_t *conn);
 
 /* ---- Streams bounded by a call's deadline (mongo_stream.c) ----------- */
@@ -292,10 +299,12 @@ bool resv__mongo_scan(const resv__mongo_t *m, mongoc_collection_t *coll,
                       int64_t deadline, resv_scan_t *scan, resv_error_t *err);
 
 /* reserve or confirm (r->op) on coll: the upsert, then the duplicate-key
- * path (mongo_upsert.c). */
+ * path (mongo_upsert.c). With kept, the findAndModify options are *kept
+ * (made when NULL, and left there for the next call), else the call's own. */
 bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
-                        const resv_request_t *r, int64_t now, int64_t deadline,
-                        resv_answer_t *answer, resv_error_t *err);
+                        mongoc_find_and_modify_opts_t **kept, const resv_request_t *r,
+                        int64_t now, int64_t deadline, resv_answer_t *answer,
+                        resv_error_t *err);
 
 /* Runs one validated request on coll (the type's collection). When a
  * read on the way found the collection without its format record (it was
@@ -304,6 +313,10 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
                      const resv_request_t *req, int64_t now,
                      int64_t deadline, resv_answer_t *answer,
                      bool *gone, resv_error_t *err);
+/* The same on conn's collection, with conn's kept options. */
+bool resv__mongo_run_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
+                        const resv_request_t *req, int64_t now, int64_t deadline,
+                        resv_answer_t *answer, bool *gone, resv_error_t *err);
 
 /* ---- Several keys at once (mongo_all.c) ------------------------------ */
 
@@ -334,11 +347,28 @@ void resv__mongo_put_id(struct resv__bw *w, const char *key, size_t key_len,
                         const resv_key_t *k);
 void resv__mongo_put_f_key(struct resv__bw *w, const resv_key_t *k);
 void resv__mongo_put_conforms(struct resv__bw *w, const resv__mongo_t *m);
-void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
-                               const resv_request_t *r, int64_t now, bool exact);
-void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,
-                                 int64_t now, int64_t expires);
+void resv__mongo_build_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
+                                     const resv_request_t *r, int64_t now, bool exact);
+void resv__mongo_build_upsert_pipeline(struct resv__bw *w, const resv_request_t *r,
+                                       int64_t now, int64_t expires);
 void resv__mongo_owner_filter(struct resv__bw *w, const resv__mongo_t *m,
                               const resv_request_t *r, bool emptied);
+
+/* ---- The same from templates (mongo_template.c) ---------------------- */
+
+/* The upsert filters and pipelines of mongo_build.c recorded once for m
+ * (its max_holds and conformance predicate), written per call with the
+ * request's values: the same bytes as resv__mongo_build_upsert_filter
+ * and resv__mongo_build_upsert_pipeline. Cannot fail (out of memory
+ * aborts). */
+resv__mongo_templates_t *resv__mongo_templates_new(const resv__mongo_t *m);
+void resv__mongo_templates_free(resv__mongo_templates_t *t);
+
+/* resv__mongo_build_upsert_filter and resv__mongo_build_upsert_pipeline,
+ * from m->templates (built by them when m has none). */
+void resv__mongo_upsert_filter(struct resv__bw *w, const resv__mongo_t *m,
+                               const resv_request_t *r, int64_t now, bool exact);
+void resv__mongo_upsert_pipeline(struct resv__bw *w, const resv__mongo_t *m,
+                                 const resv_request_t *r, int64_t now, int64_t expires);
 
 #endif /* RESV_MONGO_INTERNAL_H */

@@ -310,14 +310,15 @@ static bool sweep(const resv__mongo_t *m, mongoc_collection_t *coll,
   return ok;
 }
 
-bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
-                     const resv_request_t *req, int64_t now,
-                     int64_t deadline, resv_answer_t *answer, bool *gone,
-                     resv_error_t *err) {
+/* resv__mongo_run with the upsert's options from kept (NULL: none). */
+static bool run(resv__mongo_t *m, mongoc_collection_t *coll,
+                mongoc_find_and_modify_opts_t **kept, const resv_request_t *req,
+                int64_t now, int64_t deadline, resv_answer_t *answer, bool *gone,
+                resv_error_t *err) {
   switch (req->op) {
   case RESV_OP_RESERVE:
   case RESV_OP_CONFIRM:
-    return resv__mongo_upsert(m, coll, req, now, deadline, answer, err);
+    return resv__mongo_upsert(m, coll, kept, req, now, deadline, answer, err);
   case RESV_OP_ABANDON:
     return abandon(m, coll, req, deadline, answer, gone, err);
   case RESV_OP_RELEASE:
@@ -336,3 +337,15 @@ bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
   }
 }
 
+bool resv__mongo_run(resv__mongo_t *m, mongoc_collection_t *coll,
+                     const resv_request_t *req, int64_t now,
+                     int64_t deadline, resv_answer_t *answer, bool *gone,
+                     resv_error_t *err) {
+  return run(m, coll, NULL, req, now, deadline, answer, gone, err);
+}
+
+bool resv__mongo_run_on(resv__mongo_t *m, resv__mongo_conn_t *conn,
+                        const resv_request_t *req, int64_t now, int64_t deadline,
+                        resv_answer_t *answer, bool *gone, resv_error_t *err) {
+  return run(m, conn->coll, &conn->upsert, req, now, deadline, answer, gone, err);
+}

@@ -296,6 +296,7 @@ static void mongo_destroy(void *backend) {
   mongoc_read_prefs_destroy(m->primary);
   if (m->conforms)
     bson_destroy(m->conforms);
+  resv__mongo_templates_free(m->templates);
   bson_free(m->database);
   bson_free(m->secret);
   bson_free(m->secret_raw);
@@ -425,6 +426,7 @@ void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
   m->conforms = resv__mongo_conforms_new();
   m->max_holds = options->max_holds;
+  m->templates = resv__mongo_templates_new(m);
   m->grace_ms = options->sweep_grace_ms;
   set_uri_options(m, options);
   m->callers = resv__mongo_callers_new(options->threads);

@@ -22,14 +22,20 @@
  * turns out not to be a conflict (the key was freed in between). */
 #define UPSERT_TRIES 5
 
-/* The answer of a reserve or confirm whose upsert returned doc: it must
- * now be this owner's. */
-static bool answer_upserted(const bson_t *doc, const resv_request_t *r,
+/* How many holds the in-place read of a returned document takes: more
+ * (or anything it does not take) go to resv__mongo_decode. */
+#define INPLACE_HOLDS 8
+
+/* The answer of a reserve or confirm whose upsert returned the document
+ * data[0..len): it must now be this owner's. */
+static bool answer_upserted(const uint8_t *data, uint32_t len, const resv_request_t *r,
                             resv_answer_t *answer, resv_error_t *err) {
   resv__mongo_doc_t d;
-  bool ok;
+  resv_str_t room[INPLACE_HOLDS];
+  bson_t doc;
+  bool ok, inplace = resv__mongo_decode_inplace(data, len, &d, room, INPLACE_HOLDS);
 
-  if (!resv__mongo_decode(doc, &d, err))
+  if (!inplace && (!bson_init_static(&doc, data, len) || !resv__mongo_decode(&doc, &d, err)))
     return false;
   if (!resv__mongo_doc_owned_by(&d, &r->owner) ||
       (r->op == RESV_OP_CONFIRM && d.state != RESV_STATE_CONFIRMED))
@@ -40,7 +46,8 @@ static bool answer_upserted(const bson_t *doc, const resv_request_t *r,
     ok = resv__mongo_doc_answer(&d, RESV_CONFIRMED, false, answer, err);
   else
     ok = resv__mongo_doc_answer(&d, RESV_RESERVED, true, answer, err);
-  resv__mongo_doc_free(&d);
+  if (!inplace)
+    resv__mongo_doc_free(&d);
   return ok;
 }
 
@@ -70,10 +77,8 @@ static bool answer_reply(const bson_t *reply, const resv_request_t *r,
       BSON_ITER_HOLDS_DOCUMENT(&it)) {
     uint32_t len;
     const uint8_t *data;
-    bson_t value;
     bson_iter_document(&it, &len, &data);
-    return bson_init_static(&value, data, len) &&
-           answer_upserted(&value, r, answer, err);
+    return answer_upserted(data, len, r, answer, err);
   }
   return resv__fail(err, RESV_ESERVER,
                     "%s: findAndModify with upsert returned no document",
@@ -144,13 +149,15 @@ static bool try_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
 }
 
 bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
-                        const resv_request_t *r, int64_t now, int64_t deadline,
-                        resv_answer_t *answer, resv_error_t *err) {
+                        mongoc_find_and_modify_opts_t **kept, const resv_request_t *r,
+                        int64_t now, int64_t deadline, resv_answer_t *answer,
+                        resv_error_t *err) {
   const char *what = r->op == RESV_OP_RESERVE ? "reserve" : "confirm";
   int64_t expires = 0;
   if (r->op == RESV_OP_RESERVE && !resv__expiry(now, r->ttl_ms, &expires, err))
     return false;
-  mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+  mongoc_find_and_modify_opts_t *opts =
+      kept && *kept ? *kept : mongoc_find_and_modify_opts_new();
   resv__bw_t fw, pw;
   bson_t filter, pipeline;
   bool ok = true, again = true;
@@ -159,7 +166,7 @@ bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
   resv__mongo_upsert_filter(&fw, m, r, now, false);
   resv__bw_finish(&fw, &filter);
   resv__bw_init(&pw);
-  resv__mongo_upsert_pipeline(&pw, r, now, expires);
+  resv__mongo_upsert_pipeline(&pw, m, r, now, expires);
   resv__bw_finish(&pw, &pipeline);
   mongoc_find_and_modify_opts_set_update(opts, &pipeline);
   mongoc_find_and_modify_opts_set_flags(
@@ -176,7 +183,10 @@ bool resv__mongo_upsert(const resv__mongo_t *m, mongoc_collection_t *coll,
     else if (ok && again && resv__monotonic_ms() >= deadline)
       ok = resv__fail(err, RESV_ETIMEOUT, "%s: deadline passed", what);
   }
-  mongoc_find_and_modify_opts_destroy(opts);
+  if (kept)
+    *kept = opts;
+  else
+    mongoc_find_and_modify_opts_destroy(opts);
   resv__bw_free(&pw);
   resv__bw_free(&fw);
   return ok;

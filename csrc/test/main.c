@@ -27,6 +27,7 @@ static const struct {
     SUITE(file_integrity),
     SUITE(rules_all),    SUITE(rules_model),
     SUITE(mongo_all),    SUITE(mongo_all_faults),
+    SUITE(mongo_build),  SUITE(mongo_inplace),
 };
 
 /* True when name is one of the comma-separated names in list. */

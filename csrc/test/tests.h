@@ -84,6 +84,7 @@ Suite *nonblocking_suite(void);
 Suite *mongo_options_suite(void), *mongo_retry_suite(void);
 Suite *mongo_skew_suite(void), *mongo_inline_suite(void);
 Suite *mongo_all_suite(void), *mongo_all_faults_suite(void);
+Suite *mongo_build_suite(void), *mongo_inplace_suite(void);
 
 /* The MongoDB the integration suites use: RESV_TEST_URI, set by
  * scripts/with-mongo to MONGODB_URI or a fresh emulator. Fails the
