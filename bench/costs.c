@@ -56,12 +56,12 @@ static void decode_figure(size_t n) {
   bson_t *doc = pending_with_holds(n);
   double best = 1e9;
   for (int r = 0; r < 3; r++) {
-    resv__mongo_doc_t d;
+    resv__doc_t d;
     resv_error_t err;
     double t0 = thread_cpu_s();
-    if (!resv__mongo_decode(doc, &d, &err)) bench_die("decode", &err);
+    if (!resv__doc_decode(doc, &d, &err)) bench_die("decode", &err);
     double t = thread_cpu_s() - t0;
-    resv__mongo_doc_free(&d);
+    resv__doc_free(&d);
     if (t < best) best = t;
   }
   printf("figure decode_%zu_holds_ms %.2f  (%u bytes)\n", n, best * 1e3, doc->len);

@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
   /* The fields resv__mongo_run_on reads, as resv__mongo_open sets them. */
   resv__mongo_t backend = {.primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY),
                            .database = (char *)"bench_cpu",
-                           .conforms = resv__mongo_conforms_new(),
+                           .conforms = resv__doc_conforms_new(),
                            .max_holds = RESV__DEFAULT_MAX_HOLDS};
   backend.templates = resv__mongo_templates_new(&backend);
 

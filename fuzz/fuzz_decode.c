@@ -2,7 +2,7 @@
  *
  * The input is a BSON document as the server might send it (its length
  * prefix and final NUL are set to fit, so the fuzzer spends its time on
- * the contents). resv__mongo_decode must never crash or leak, and when it
+ * the contents). resv__doc_decode must never crash or leak, and when it
  * accepts a document, what it hands out must be a format-1 reservation:
  * valid UTF-8 strings inside the document, non-empty namespace, key and
  * owner id, a pending one's holds non-empty strings without duplicates, a
@@ -50,10 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(buf);
     return 0;
   }
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_error_t err;
   memset(&err, 0, sizeof err);
-  if (!resv__mongo_decode(&doc, &d, &err)) {
+  if (!resv__doc_decode(&doc, &d, &err)) {
     check(err.code == RESV_EFORMAT || err.code == RESV_ENOMEM, "a refusal without format");
     check(d.holds == NULL && d.nholds == 0, "holds left after a refusal");
     free(buf);
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   resv_answer_t a;
   memset(&a, 0, sizeof a);
-  check(resv__mongo_doc_answer(&d, RESV_PENDING, true, &a, &err), "the answer");
+  check(resv__doc_answer(&d, RESV_PENDING, true, &a, &err), "the answer");
   check(same(a.owner_id, d.owner.id) && same(a.owner_tenant, d.owner.tenant), "the answer's owner");
   check(a.state == d.state, "the answer's state");
   if (d.state == RESV_STATE_PENDING) {
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(a.version == d.version && a.nholds == 0, "the answer's version");
   }
   resv_answer_clear(&a);
-  resv__mongo_doc_free(&d);
+  resv__doc_free(&d);
   free(buf);
   return 0;
 }

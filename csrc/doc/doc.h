@@ -15,47 +15,47 @@
 
 /* A stored reservation, its strings pointing into the document it was
  * read from (valid while that bson_t lives). */
-typedef struct resv__mongo_doc {
+typedef struct resv__doc {
   resv_key_t key;
   resv_owner_t owner;
   int32_t state;      /* RESV_STATE_PENDING or RESV_STATE_CONFIRMED */
   int64_t expires_at; /* pending */
   int64_t version;    /* confirmed */
-  resv_str_t *holds;  /* pending; malloc'd, freed by resv__mongo_doc_free */
+  resv_str_t *holds;  /* pending; malloc'd, freed by resv__doc_free */
   size_t nholds;
-} resv__mongo_doc_t;
+} resv__doc_t;
 
 /* Parses doc strictly against the format-1 layout (docs/design.md
  * section 3): field order, types, UTF-8, the state's fields and no others. Anything else
  * fails with RESV_EFORMAT (or RESV_ENOMEM); out then needs no freeing. */
-bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
+bool resv__doc_decode(const bson_t *doc, resv__doc_t *out,
                         resv_error_t *err);
-void resv__mongo_doc_free(resv__mongo_doc_t *doc);
+void resv__doc_free(resv__doc_t *doc);
 
 /* The same for a document of data[0..len) laid out exactly as the store
  * writes it, read in place (doc_inplace.c): true only when
- * resv__mongo_decode would accept it and give the same *out, whose holds
+ * resv__doc_decode would accept it and give the same *out, whose holds
  * are then room's first nholds (at most nroom), not for
- * resv__mongo_doc_free. False for anything else, without saying why: the
- * caller then decodes with resv__mongo_decode. */
-bool resv__mongo_decode_inplace(const uint8_t *data, size_t len, resv__mongo_doc_t *out,
+ * resv__doc_free. False for anything else, without saying why: the
+ * caller then decodes with resv__doc_decode. */
+bool resv__doc_decode_inplace(const uint8_t *data, size_t len, resv__doc_t *out,
                                 resv_str_t *room, size_t nroom);
 
 /* A new aggregation expression (bson_destroy it) that the server finds
- * true for exactly the documents resv__mongo_decode accepts, bar the
+ * true for exactly the documents resv__doc_decode accepts, bar the
  * bytes of their strings. The MongoDB store puts it in every write's
  * filter as $expr. Cannot fail (out of memory aborts). */
-bson_t *resv__mongo_conforms_new(void);
+bson_t *resv__doc_conforms_new(void);
 
 /* True when the document's owner is owner (bytewise). */
-bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,
+bool resv__doc_owned_by(const resv__doc_t *doc,
                               const resv_owner_t *owner);
 
 /* Fills answer with status and the document's reservation data: owner,
  * state, and expires_at (pending) or version (confirmed); a pending one's
  * holds too when with_holds (a conflict does not show another owner's
  * attempts). */
-bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
+bool resv__doc_answer(const resv__doc_t *doc, int32_t status,
                             bool with_holds, resv_answer_t *answer,
                             resv_error_t *err);
 
@@ -66,12 +66,12 @@ bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
 struct resv__bw;
 void resv__scan_entry_encode(const resv_scan_entry_t *e, struct resv__bw *w);
 /* True when the decoded document d is the reservation e describes. */
-bool resv__scan_entry_matches(const resv_scan_entry_t *e, const resv__mongo_doc_t *d);
+bool resv__scan_entry_matches(const resv_scan_entry_t *e, const resv__doc_t *d);
 
 /* ---- Scans (doc_scan.c) ---------------------------------------------- */
 
 /* Fills a new entry of scan from a stored document (BSON bytes
- * doc[0..len)): a reservation decoded by resv__mongo_decode, with get's
+ * doc[0..len)): a reservation decoded by resv__doc_decode, with get's
  * status at now, or a RESV_NONE entry naming its _id and what is wrong.
  * Fails only for memory. */
 bool resv__scan_add_document(resv_scan_t *scan, const uint8_t *doc, size_t len,

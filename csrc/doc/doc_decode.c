@@ -93,7 +93,7 @@ static bool find_duplicate(const resv_str_t *s, size_t n, bool *dup,
 }
 
 /* Reads the holds array: strings, no duplicates (a set). */
-static bool read_holds(const bson_iter_t *it, resv__mongo_doc_t *out,
+static bool read_holds(const bson_iter_t *it, resv__doc_t *out,
                        resv_error_t *err) {
   bson_iter_t arr;
   size_t n = 0, cap = 0;
@@ -131,7 +131,7 @@ static bool read_holds(const bson_iter_t *it, resv__mongo_doc_t *out,
   return true;
 }
 
-static bool decode(const bson_t *doc, resv__mongo_doc_t *out,
+static bool decode(const bson_t *doc, resv__doc_t *out,
                    resv_error_t *err) {
   static const char *const id_names[] = {"t", "n", "k"};
   static const char *const owner_names[] = {"tenant_id", "id"};
@@ -177,28 +177,28 @@ static bool decode(const bson_t *doc, resv__mongo_doc_t *out,
   return true;
 }
 
-bool resv__mongo_decode(const bson_t *doc, resv__mongo_doc_t *out,
+bool resv__doc_decode(const bson_t *doc, resv__doc_t *out,
                         resv_error_t *err) {
   memset(out, 0, sizeof *out);
   if (decode(doc, out, err))
     return true;
-  resv__mongo_doc_free(out);
+  resv__doc_free(out);
   return false;
 }
 
-void resv__mongo_doc_free(resv__mongo_doc_t *doc) {
+void resv__doc_free(resv__doc_t *doc) {
   free(doc->holds);
   doc->holds = NULL;
   doc->nholds = 0;
 }
 
-bool resv__mongo_doc_owned_by(const resv__mongo_doc_t *doc,
+bool resv__doc_owned_by(const resv__doc_t *doc,
                               const resv_owner_t *owner) {
   return resv__str_eq(doc->owner.tenant, owner->tenant) &&
          resv__str_eq(doc->owner.id, owner->id);
 }
 
-bool resv__mongo_doc_answer(const resv__mongo_doc_t *doc, int32_t status,
+bool resv__doc_answer(const resv__doc_t *doc, int32_t status,
                             bool with_holds, resv_answer_t *answer,
                             resv_error_t *err) {
   bool pending = doc->state == RESV_STATE_PENDING;
@@ -264,7 +264,7 @@ static const char conforms_json[] =
     " {\"$gte\": [{\"$ifNull\": [\"$version\", 0]}, 0]}"
     "]}";
 
-bson_t *resv__mongo_conforms_new(void) {
+bson_t *resv__doc_conforms_new(void) {
   bson_error_t error;
   bson_t *expr = bson_new_from_json((const uint8_t *)conforms_json, -1, &error);
   /* A constant: it parses, or this build is broken. */

@@ -41,7 +41,7 @@ static bool same(resv_str_t a, resv_str_t b) {
   return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
 }
 
-bool resv__scan_entry_matches(const resv_scan_entry_t *e, const resv__mongo_doc_t *d) {
+bool resv__scan_entry_matches(const resv_scan_entry_t *e, const resv__doc_t *d) {
   if (!same(d->key.tenant, e->tenant) || !same(d->key.ns, e->ns) ||
       !same(d->key.key, e->key) || !same(d->owner.tenant, e->owner_tenant) ||
       !same(d->owner.id, e->owner_id) || d->state != e->state)

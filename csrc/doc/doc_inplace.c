@@ -6,12 +6,12 @@
  * reader walks those bytes expecting each element's type and name in turn
  * instead of iterating with libbson, and puts the holds into the caller's
  * room instead of a malloc'd array. It accepts only documents that
- * resv__mongo_decode accepts, with the same result: every check of
+ * resv__doc_decode accepts, with the same result: every check of
  * doc_decode.c is here (names, order, types, UTF-8, the _id's repeats, no
  * empty namespace, key, owner id or hold, no duplicate hold, nothing
  * after), and the bounds libbson checks too. Whatever it does not take
  * (a damaged or foreign document, more holds than the room) it leaves to
- * resv__mongo_decode, which says what is wrong. */
+ * resv__doc_decode, which says what is wrong. */
 #include "doc.h"
 
 #include <string.h>
@@ -121,7 +121,7 @@ static bool holds(cursor_t *c, resv_str_t *room, size_t nroom, size_t *n) {
 }
 
 /* expires_at and what follows it: version (confirmed) or holds. */
-static bool state(cursor_t *c, resv__mongo_doc_t *out, resv_str_t *room, size_t nroom) {
+static bool state(cursor_t *c, resv__doc_t *out, resv_str_t *room, size_t nroom) {
   if (c->p < c->end && c->p[0] == 0x0A) {
     out->state = RESV_STATE_CONFIRMED;
     return ELEMENT(c, 0x0A, "expires_at") && NUMBER(c, "version", &out->version) &&
@@ -134,7 +134,7 @@ static bool state(cursor_t *c, resv__mongo_doc_t *out, resv_str_t *room, size_t 
   return true;
 }
 
-bool resv__mongo_decode_inplace(const uint8_t *data, size_t len, resv__mongo_doc_t *out,
+bool resv__doc_decode_inplace(const uint8_t *data, size_t len, resv__doc_t *out,
                                 resv_str_t *room, size_t nroom) {
   static const char *const id_names[] = {"t", "n", "k"};
   static const char *const owner_names[] = {"tenant_id", "id"};

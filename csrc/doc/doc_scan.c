@@ -59,14 +59,14 @@ bool resv__scan_add_document(resv_scan_t *scan, const uint8_t *doc, size_t len,
   resv_scan_entry_t *e = resv__scan_push(scan);
   if (!e) return nomem(err);
   bson_t b;
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_error_t why;
   bool bson_ok = bson_init_static(&b, doc, len);
-  if (bson_ok && resv__mongo_decode(&b, &d, &why)) {
+  if (bson_ok && resv__doc_decode(&b, &d, &why)) {
     resv__scan_doc_t view = {&d.key, &d.owner, d.state, d.expires_at, d.version,
                              d.holds, d.nholds};
     bool ok = resv__scan_fill(scan, e, &view, now);
-    resv__mongo_doc_free(&d);
+    resv__doc_free(&d);
     return ok || nomem(err);
   }
   if (bson_ok && why.code == RESV_ENOMEM) return nomem(err);

@@ -35,13 +35,13 @@ static bool convert(const MDB_val *key, const MDB_val *val, uint32_t prev,
     if (!bson_iter_init_find(&it, &b, "format") || !BSON_ITER_HOLDS_NUMBER(&it)) return false;
     return resv__file_format_encode(w, key, (int32_t)bson_iter_as_int64(&it), 0);
   }
-  resv__mongo_doc_t d;
-  if (!resv__mongo_decode(&b, &d, NULL)) return false;
+  resv__doc_t d;
+  if (!resv__doc_decode(&b, &d, NULL)) return false;
   bool confirmed = d.state == RESV_STATE_CONFIRMED;
   bool ok = resv__file_rec_encode(w, key, &d.key, &d.owner, confirmed,
                                   confirmed ? 0 : d.expires_at, confirmed ? d.version : 0,
                                   d.holds, d.nholds, prev);
-  resv__mongo_doc_free(&d);
+  resv__doc_free(&d);
   return ok;
 }
 

@@ -71,7 +71,7 @@ enum { DID_MATCH, DID_INSERT, DID_DUPLICATE };
 typedef struct slot {
   resv_request_t r;     /* the single-key request of this key */
   bson_t *raw;          /* the document read, or NULL */
-  resv__mongo_doc_t doc; /* decoded from raw, or known (see know) */
+  resv__doc_t doc; /* decoded from raw, or known (see know) */
   bool known;           /* doc is the request's own, no read behind it */
   bool todo;            /* in the next batch */
   bool unread;          /* no read has told its state since its last write */
@@ -92,7 +92,7 @@ typedef struct all {
 
 static void slot_forget(slot_t *s) {
   if (s->raw) {
-    resv__mongo_doc_free(&s->doc);
+    resv__doc_free(&s->doc);
     bson_destroy(s->raw);
     s->raw = NULL;
   }
@@ -287,7 +287,7 @@ static bool pick_emptied(const slot_t *s) { return s->emptied; }
  * and every key whose state no read told. */
 static bool pick_mine(const slot_t *s) {
   return s->unread || (has_doc(s) && s->doc.state == RESV_STATE_PENDING &&
-                       resv__mongo_doc_owned_by(&s->doc, &s->r.owner));
+                       resv__doc_owned_by(&s->doc, &s->r.owner));
 }
 
 static bool key_is(const resv_key_t *a, const resv_key_t *b) {
@@ -302,13 +302,13 @@ static bool key_is(const resv_key_t *a, const resv_key_t *b) {
  * is not a format-1 reservation fails with RESV_EFORMAT. */
 static bool file_doc(const all_t *a, const bson_t *doc, bool *format_seen, resv_error_t *err) {
   bson_iter_t it;
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)) {
     *format_seen = true; /* the format record */
     return true;
   }
   bson_t *raw = bson_copy(doc);
-  if (!resv__mongo_decode(raw, &d, err)) {
+  if (!resv__doc_decode(raw, &d, err)) {
     bson_destroy(raw);
     return false;
   }
@@ -320,7 +320,7 @@ static bool file_doc(const all_t *a, const bson_t *doc, bool *format_seen, resv_
       return true;
     }
   }
-  resv__mongo_doc_free(&d);
+  resv__doc_free(&d);
   bson_destroy(raw);
   return true;
 }
@@ -374,7 +374,7 @@ static bool read_todo(const all_t *a, resv_error_t *err) {
   return ok;
 }
 
-static bool holds_attempt(const resv__mongo_doc_t *d, const resv_str_t *attempt) {
+static bool holds_attempt(const resv__doc_t *d, const resv_str_t *attempt) {
   for (size_t i = 0; i < d->nholds; i++)
     if (d->holds[i].len == attempt->len &&
         (!attempt->len || memcmp(d->holds[i].ptr, attempt->ptr, attempt->len) == 0))
@@ -387,10 +387,10 @@ static bool holds_attempt(const resv__mongo_doc_t *d, const resv_str_t *attempt)
  * confirmed reservation of a version at least its own (a lower one its
  * exact filter raises: sent again). */
 static verdict_t judge(const all_t *a, const slot_t *s) {
-  const resv__mongo_doc_t *d = &s->doc;
+  const resv__doc_t *d = &s->doc;
   if (!s->raw) return V_FREE;
   bool live = d->state == RESV_STATE_CONFIRMED || d->expires_at > a->now;
-  if (!resv__mongo_doc_owned_by(d, &s->r.owner)) return live ? V_OTHER : V_FREE;
+  if (!resv__doc_owned_by(d, &s->r.owner)) return live ? V_OTHER : V_FREE;
   if (d->state == RESV_STATE_CONFIRMED)
     return s->r.op == RESV_OP_RESERVE || d->version >= s->r.version ? V_HELD : V_FREE;
   if (s->r.op != RESV_OP_RESERVE || !live) return V_FREE;
@@ -408,7 +408,7 @@ static bool know(all_t *a, slot_t *s) {
   bool reserve = s->r.op == RESV_OP_RESERVE;
   if (reserve ? s->did != DID_INSERT : s->did == DID_DUPLICATE) return false;
   slot_forget(s);
-  s->doc = (resv__mongo_doc_t){.key = s->r.key, .owner = s->r.owner};
+  s->doc = (resv__doc_t){.key = s->r.key, .owner = s->r.owner};
   if (reserve) {
     s->doc.state = RESV_STATE_PENDING;
     s->doc.expires_at = a->expires;
@@ -461,7 +461,7 @@ static bool write_and_read(all_t *a, const char *what, resv_error_t *err) {
 }
 
 /* The pending reservation d of this owner holds nothing but attempt. */
-static bool only_held_by(const resv__mongo_doc_t *d, const resv_str_t *attempt) {
+static bool only_held_by(const resv__doc_t *d, const resv_str_t *attempt) {
   return d->nholds == 0 || (d->nholds == 1 && holds_attempt(d, attempt));
 }
 
@@ -474,7 +474,7 @@ static bool take_back(all_t *a, resv_error_t *err) {
   for (size_t i = 0; i < a->n; i++) {
     slot_t *s = &a->s[i];
     s->emptied = has_doc(s) && s->doc.state == RESV_STATE_PENDING &&
-                 resv__mongo_doc_owned_by(&s->doc, &s->r.owner) &&
+                 resv__doc_owned_by(&s->doc, &s->r.owner) &&
                  only_held_by(&s->doc, &s->r.attempt);
   }
   return send_batch(a, add_pull, pick_mine, "reserve_all: take back", err) &&
@@ -485,11 +485,11 @@ static bool take_back(all_t *a, resv_error_t *err) {
  * back, conflict with the holder or what this attempt's abandon left. */
 static bool reserve_key_answer(const slot_t *s, bool conflict, resv_answer_t *k,
                                resv_error_t *err) {
-  const resv__mongo_doc_t *d = &s->doc;
-  bool ours = has_doc(s) && resv__mongo_doc_owned_by(d, &s->r.owner);
-  if (s->verdict == V_OTHER) return resv__mongo_doc_answer(d, RESV_CONFLICT, false, k, err);
+  const resv__doc_t *d = &s->doc;
+  bool ours = has_doc(s) && resv__doc_owned_by(d, &s->r.owner);
+  if (s->verdict == V_OTHER) return resv__doc_answer(d, RESV_CONFLICT, false, k, err);
   if (!conflict)
-    return resv__mongo_doc_answer(d, d->state == RESV_STATE_CONFIRMED ? RESV_CONFIRMED
+    return resv__doc_answer(d, d->state == RESV_STATE_CONFIRMED ? RESV_CONFIRMED
                                                                        : RESV_RESERVED,
                                   true, k, err);
   if (!ours) return resv__answer_status(k, RESV_ABSENT, err);
@@ -520,7 +520,7 @@ static bool confirm_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
   for (size_t i = 0; i < a->n; i++) {
     slot_t *s = &a->s[i];
     int32_t status = s->verdict == V_HELD ? RESV_CONFIRMED : RESV_CONFLICT;
-    if (!resv__mongo_doc_answer(&s->doc, status, false, resv__answer_key(answer, i), err))
+    if (!resv__doc_answer(&s->doc, status, false, resv__answer_key(answer, i), err))
       return false;
     if (status == RESV_CONFLICT) answer->status = RESV_CONFLICT;
   }
@@ -537,7 +537,7 @@ static bool abandon_all(all_t *a, resv_answer_t *answer, resv_error_t *err) {
     return false;
   for (size_t i = 0; i < a->n; i++) {
     slot_t *s = &a->s[i];
-    if (s->raw && !resv__mongo_doc_owned_by(&s->doc, &s->r.owner)) slot_forget(s);
+    if (s->raw && !resv__doc_owned_by(&s->doc, &s->r.owner)) slot_forget(s);
     s->emptied = s->raw && s->doc.state == RESV_STATE_PENDING && s->doc.nholds == 0;
   }
   if (!send_batch(a, add_delete, pick_emptied, "abandon_all", err) ||

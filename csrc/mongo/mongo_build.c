@@ -16,7 +16,7 @@
  * field path. now is the store's clock, written in as a literal: the
  * server's clock is never read. Every write's filter names _id, tenant_id
  * and key, so on a sharded cluster it routes to one shard, and carries
- * the conformance predicate (resv__mongo_conforms_new) as $expr, so it
+ * the conformance predicate (resv__doc_conforms_new) as $expr, so it
  * matches no document that is not a format-1 reservation
  * (docs/design.md section 12).
  *

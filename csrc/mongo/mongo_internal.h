@@ -37,7 +37,7 @@ typedef struct resv__mongo {
   char *secret;    /* the URI's password (decoded), scrubbed from errors */
   char *secret_raw; /* the same as written in the URI (percent-encoded) */
   char hosts[256]; /* "host:port,host:port" for describe */
-  bson_t *conforms; /* resv__mongo_conforms_new, in every write's filter */
+  bson_t *conforms; /* resv__doc_conforms_new, in every write's filter */
   int32_t max_holds; /* the store's option: most holds of a reservation */
   /* The upsert's documents recorded for the two above (NULL for a
    * backend made by hand: they are built per call). */
@@ -273,13 +273,13 @@ typedef enum resv__read_mode {
  * *found false when there is none. A document that is not a reservation
  * of this layout fails with RESV_EFORMAT. raw is initialised either way
  * (the caller destroys it), and *doc, when found, is freed with
- * resv__mongo_doc_free. When gone is not NULL and the read is by _id
+ * resv__doc_free. When gone is not NULL and the read is by _id
  * alone, the format record is read with the key and *gone says it was
  * missing (the collection was dropped). */
 bool resv__mongo_read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
                           const resv_key_t *k, resv__read_mode_t mode,
                           int64_t deadline, bson_t *raw,
-                          resv__mongo_doc_t *doc, bool *found, bool *gone,
+                          resv__doc_t *doc, bool *found, bool *gone,
                           resv_error_t *err);
 
 /* ---- Operations (mongo_ops.c) ---------------------------------------- */

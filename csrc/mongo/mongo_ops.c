@@ -48,14 +48,14 @@ static bool absent_or_format(const resv__mongo_t *m, mongoc_collection_t *coll,
                              const resv_key_t *k, int64_t deadline,
                              resv_answer_t *answer, bool *gone,
                              resv_error_t *err) {
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   bson_t raw;
   bool ok, found;
 
   ok = resv__mongo_read_key(m, coll, k, RESV__READ_NO_MATCH, deadline, &raw, &d,
                             &found, gone, err);
   if (ok && found)
-    resv__mongo_doc_free(&d);
+    resv__doc_free(&d);
   bson_destroy(&raw);
   return ok && resv__answer_status(answer, RESV_ABSENT, err);
 }
@@ -253,7 +253,7 @@ static bool release(const resv__mongo_t *m, mongoc_collection_t *coll,
 static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
                 const resv_request_t *r, int64_t now, int64_t deadline,
                 resv_answer_t *answer, bool *gone, resv_error_t *err) {
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   bson_t raw;
   bool ok, found;
 
@@ -265,8 +265,8 @@ static bool get(const resv__mongo_t *m, mongoc_collection_t *coll,
     int32_t status = d.state == RESV_STATE_CONFIRMED ? RESV_CONFIRMED
                      : d.expires_at > now            ? RESV_PENDING
                                                      : RESV_EXPIRED;
-    ok = resv__mongo_doc_answer(&d, status, true, answer, err);
-    resv__mongo_doc_free(&d);
+    ok = resv__doc_answer(&d, status, true, answer, err);
+    resv__doc_free(&d);
   }
   bson_destroy(&raw);
   return ok;

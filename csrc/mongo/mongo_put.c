@@ -40,11 +40,11 @@ bool resv__mongo_put(const resv__mongo_t *m, mongoc_collection_t *coll,
     if (!ok) {
       resv__mongo_fail(m, err, &error, deadline, "put: read the key's document");
     } else {
-      resv__mongo_doc_t d;
+      resv__doc_t d;
       *outcome = RESV_PUT_DIFFERENT;
-      if (found && resv__mongo_decode(&found_doc, &d, NULL)) {
+      if (found && resv__doc_decode(&found_doc, &d, NULL)) {
         if (resv__scan_entry_matches(e, &d)) *outcome = RESV_PUT_SAME;
-        resv__mongo_doc_free(&d);
+        resv__doc_free(&d);
       }
     }
     bson_destroy(&filter);

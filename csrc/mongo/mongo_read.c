@@ -129,7 +129,7 @@ static bool find_key_and_format(const resv__mongo_t *m,
 bool resv__mongo_read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
                           const resv_key_t *k, resv__read_mode_t mode,
                           int64_t deadline, bson_t *raw,
-                          resv__mongo_doc_t *doc, bool *found, bool *gone,
+                          resv__doc_t *doc, bool *found, bool *gone,
                           resv_error_t *err) {
   bool local = mode != RESV__READ_GET;
 
@@ -148,6 +148,6 @@ bool resv__mongo_read_key(const resv__mongo_t *m, mongoc_collection_t *coll,
     if (!find_key(m, coll, k, true, local, deadline, raw, found, err))
       return false;
   }
-  return !*found || resv__mongo_decode(raw, doc, err);
+  return !*found || resv__doc_decode(raw, doc, err);
 }
 

@@ -424,7 +424,7 @@ void *resv__mongo_open(const resv_options_t *options, resv__stats_t *stats,
   m->shard_auto = options->sharding != RESV_SHARDING_OFF;
   m->no_create = options->no_create != 0;
   m->primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
-  m->conforms = resv__mongo_conforms_new();
+  m->conforms = resv__doc_conforms_new();
   m->max_holds = options->max_holds;
   m->templates = resv__mongo_templates_new(m);
   m->grace_ms = options->sweep_grace_ms;

@@ -23,41 +23,41 @@
 #define UPSERT_TRIES 5
 
 /* How many holds the in-place read of a returned document takes: more
- * (or anything it does not take) go to resv__mongo_decode. */
+ * (or anything it does not take) go to resv__doc_decode. */
 #define INPLACE_HOLDS 8
 
 /* The answer of a reserve or confirm whose upsert returned the document
  * data[0..len): it must now be this owner's. */
 static bool answer_upserted(const uint8_t *data, uint32_t len, const resv_request_t *r,
                             resv_answer_t *answer, resv_error_t *err) {
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_str_t room[INPLACE_HOLDS];
   bson_t doc;
-  bool ok, inplace = resv__mongo_decode_inplace(data, len, &d, room, INPLACE_HOLDS);
+  bool ok, inplace = resv__doc_decode_inplace(data, len, &d, room, INPLACE_HOLDS);
 
-  if (!inplace && (!bson_init_static(&doc, data, len) || !resv__mongo_decode(&doc, &d, err)))
+  if (!inplace && (!bson_init_static(&doc, data, len) || !resv__doc_decode(&doc, &d, err)))
     return false;
-  if (!resv__mongo_doc_owned_by(&d, &r->owner) ||
+  if (!resv__doc_owned_by(&d, &r->owner) ||
       (r->op == RESV_OP_CONFIRM && d.state != RESV_STATE_CONFIRMED))
     ok = resv__fail(err, RESV_EFORMAT,
                     "the upsert returned a document that is not the "
                     "owner's reservation");
   else if (d.state == RESV_STATE_CONFIRMED)
-    ok = resv__mongo_doc_answer(&d, RESV_CONFIRMED, false, answer, err);
+    ok = resv__doc_answer(&d, RESV_CONFIRMED, false, answer, err);
   else
-    ok = resv__mongo_doc_answer(&d, RESV_RESERVED, true, answer, err);
+    ok = resv__doc_answer(&d, RESV_RESERVED, true, answer, err);
   if (!inplace)
-    resv__mongo_doc_free(&d);
+    resv__doc_free(&d);
   return ok;
 }
 
 /* True when the owner's live pending reservation doc has max_holds holds
  * and attempt is not one of them: the reserve's filter skipped it. */
-static bool full_for(const resv__mongo_doc_t *doc, const resv_request_t *r,
+static bool full_for(const resv__doc_t *doc, const resv_request_t *r,
                      int64_t now, int32_t max_holds) {
   if (r->op != RESV_OP_RESERVE || doc->state != RESV_STATE_PENDING ||
       doc->expires_at <= now || doc->nholds < (size_t)max_holds ||
-      !resv__mongo_doc_owned_by(doc, &r->owner))
+      !resv__doc_owned_by(doc, &r->owner))
     return false;
   for (size_t i = 0; i < doc->nholds; i++)
     if (doc->holds[i].len == r->attempt.len &&
@@ -94,21 +94,21 @@ static bool after_duplicate(const resv__mongo_t *m, mongoc_collection_t *coll,
                             const resv_request_t *r, int64_t now,
                             int64_t deadline, resv_answer_t *answer,
                             bool *again, resv_error_t *err) {
-  resv__mongo_doc_t held;
+  resv__doc_t held;
   bson_t raw;
   bool ok, found;
 
   ok = resv__mongo_read_key(m, coll, &r->key, RESV__READ_DUPLICATE, deadline,
                             &raw, &held, &found, NULL, err);
   if (ok && found) {
-    if (!resv__mongo_doc_owned_by(&held, &r->owner) &&
+    if (!resv__doc_owned_by(&held, &r->owner) &&
         (held.state == RESV_STATE_CONFIRMED || held.expires_at > now))
-      ok = resv__mongo_doc_answer(&held, RESV_CONFLICT, false, answer, err);
+      ok = resv__doc_answer(&held, RESV_CONFLICT, false, answer, err);
     else if (full_for(&held, r, now, m->max_holds))
       ok = resv__fail_holds_full(err, m->max_holds);
     else
       *again = true;
-    resv__mongo_doc_free(&held);
+    resv__doc_free(&held);
   } else if (ok) {
     *again = true;
   }

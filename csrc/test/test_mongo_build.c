@@ -79,7 +79,7 @@ static void compare(const resv__mongo_t *m, const resv_request_t *r, int shape, 
 START_TEST(test_templates_write_the_builders_bytes) {
   static const int32_t max_holds[] = {1, 2, 9, 10, 100, 1 << 20};
   for (size_t h = 0; h < sizeof max_holds / sizeof max_holds[0]; h++) {
-    resv__mongo_t m = {.conforms = resv__mongo_conforms_new(), .max_holds = max_holds[h]};
+    resv__mongo_t m = {.conforms = resv__doc_conforms_new(), .max_holds = max_holds[h]};
     m.templates = resv__mongo_templates_new(&m);
     for (int i = 0; i < 400; i++) {
       int shape = i % 5; /* filters: reserve, confirm, exact; pipelines */
@@ -100,7 +100,7 @@ END_TEST
 /* A backend made by hand without templates builds per call: the same
  * bytes again. */
 START_TEST(test_a_backend_without_templates_builds) {
-  resv__mongo_t m = {.conforms = resv__mongo_conforms_new(), .max_holds = 3};
+  resv__mongo_t m = {.conforms = resv__doc_conforms_new(), .max_holds = 3};
   resv_request_t r = {.op = RESV_OP_RESERVE,
                       .key = {{"t", 1}, {"email", 5}, {"ann", 3}},
                       .owner = {{"", 0}, {"u1", 2}},

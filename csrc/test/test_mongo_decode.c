@@ -36,9 +36,9 @@ static bson_t *from_json(const char *json) {
 
 START_TEST(test_pending_document_decodes) {
   bson_t *b = from_json(pending_json);
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_error_t err;
-  ck_assert_msg(resv__mongo_decode(b, &d, &err), "%s", err.message);
+  ck_assert_msg(resv__doc_decode(b, &d, &err), "%s", err.message);
   ck_assert_int_eq(d.state, RESV_STATE_PENDING);
   ck_assert(test_str_is(d.key.tenant, "t1"));
   ck_assert(test_str_is(d.key.ns, "email"));
@@ -51,33 +51,33 @@ START_TEST(test_pending_document_decodes) {
   ck_assert(test_str_is(d.holds[1], "a2"));
 
   resv_answer_t a = {0};
-  ck_assert(resv__mongo_doc_answer(&d, RESV_PENDING, true, &a, &err));
+  ck_assert(resv__doc_answer(&d, RESV_PENDING, true, &a, &err));
   ck_assert_int_eq(a.status, RESV_PENDING);
   ck_assert_int_eq(a.expires_at, 1500);
   ck_assert_int_eq(a.version, 0);
   ck_assert(test_str_is(a.owner_id, "u1"));
   static const char *const holds[] = {"a1", "a2"};
   ck_assert(test_holds_are(&a, 2, holds));
-  ck_assert(resv__mongo_doc_answer(&d, RESV_CONFLICT, false, &a, &err));
+  ck_assert(resv__doc_answer(&d, RESV_CONFLICT, false, &a, &err));
   ck_assert_uint_eq(a.nholds, 0);
   resv_answer_clear(&a);
-  resv__mongo_doc_free(&d);
+  resv__doc_free(&d);
   bson_destroy(b);
 }
 END_TEST
 
 START_TEST(test_confirmed_document_decodes) {
   bson_t *b = from_json(confirmed_json);
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_error_t err;
-  ck_assert_msg(resv__mongo_decode(b, &d, &err), "%s", err.message);
+  ck_assert_msg(resv__doc_decode(b, &d, &err), "%s", err.message);
   ck_assert_int_eq(d.state, RESV_STATE_CONFIRMED);
   ck_assert_int_eq(d.version, 7);
   ck_assert_uint_eq(d.nholds, 0);
   resv_owner_t me = test_owner("", "u1"), other = test_owner("x", "u1");
-  ck_assert(resv__mongo_doc_owned_by(&d, &me));
-  ck_assert(!resv__mongo_doc_owned_by(&d, &other));
-  resv__mongo_doc_free(&d);
+  ck_assert(resv__doc_owned_by(&d, &me));
+  ck_assert(!resv__doc_owned_by(&d, &other));
+  resv__doc_free(&d);
   bson_destroy(b);
 }
 END_TEST
@@ -88,11 +88,11 @@ START_TEST(test_empty_holds_decode) {
       "{\"_id\": {\"t\": \"\", \"n\": \"e\", \"k\": \"a\"}, \"tenant_id\": \"\","
       " \"key\": \"a\", \"owner\": {\"tenant_id\": \"\", \"id\": \"u\"},"
       " \"expires_at\": {\"$numberLong\": \"5\"}, \"holds\": []}");
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_error_t err;
-  ck_assert_msg(resv__mongo_decode(b, &d, &err), "%s", err.message);
+  ck_assert_msg(resv__doc_decode(b, &d, &err), "%s", err.message);
   ck_assert_uint_eq(d.nholds, 0);
-  resv__mongo_doc_free(&d);
+  resv__doc_free(&d);
   bson_destroy(b);
 }
 END_TEST
@@ -135,12 +135,12 @@ static double decode_cpu_seconds(const bson_t *doc, int runs) {
   double best = 1e9;
   for (int r = 0; r < runs; r++) {
     struct timespec t0, t1;
-    resv__mongo_doc_t d;
+    resv__doc_t d;
     resv_error_t err;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    ck_assert_msg(resv__mongo_decode(doc, &d, &err), "%s", err.message);
+    ck_assert_msg(resv__doc_decode(doc, &d, &err), "%s", err.message);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    resv__mongo_doc_free(&d);
+    resv__doc_free(&d);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     if (s < best)
       best = s;
@@ -152,9 +152,9 @@ START_TEST(test_a_duplicate_hold_anywhere_is_format_error) {
   static const size_t dup_of[] = {0, 1, 500, 998, 999};
   for (size_t i = 0; i < sizeof dup_of / sizeof dup_of[0]; i++) {
     bson_t *b = pending_with_holds(1000, dup_of[i]);
-    resv__mongo_doc_t d;
+    resv__doc_t d;
     resv_error_t err;
-    ck_assert_msg(!resv__mongo_decode(b, &d, &err), "duplicate of hold %zu not seen",
+    ck_assert_msg(!resv__doc_decode(b, &d, &err), "duplicate of hold %zu not seen",
                   dup_of[i]);
     ck_assert_int_eq(err.code, RESV_EFORMAT);
     ck_assert_msg(strstr(err.message, "duplicate") != NULL, "%s", err.message);
@@ -221,9 +221,9 @@ static const char *const malformed[] = {
 
 START_TEST(test_malformed_document_is_format_error) {
   bson_t *b = from_json(malformed[_i]);
-  resv__mongo_doc_t d;
+  resv__doc_t d;
   resv_error_t err = {0};
-  ck_assert_msg(!resv__mongo_decode(b, &d, &err), "decoded: %s", malformed[_i]);
+  ck_assert_msg(!resv__doc_decode(b, &d, &err), "decoded: %s", malformed[_i]);
   ck_assert_msg(err.code == RESV_EFORMAT, "case %d: code %d", _i, err.code);
   ck_assert_ptr_null(d.holds);
   bson_destroy(b);
@@ -258,9 +258,9 @@ START_TEST(test_bad_string_bytes_are_format_error) {
       else
         BSON_APPEND_UTF8(&holds, "0", "x");
       bson_append_array_end(&b, &holds);
-      resv__mongo_doc_t d;
+      resv__doc_t d;
       resv_error_t err = {0};
-      ck_assert_msg(!resv__mongo_decode(&b, &d, &err), "case %d/%d", i, where);
+      ck_assert_msg(!resv__doc_decode(&b, &d, &err), "case %d/%d", i, where);
       ck_assert_int_eq(err.code, RESV_EFORMAT);
       bson_destroy(&b);
     }
@@ -286,11 +286,11 @@ START_TEST(test_corrupted_bytes_never_crash) {
     bson_t b;
     if (!bson_init_static(&b, bytes, len))
       continue;
-    resv__mongo_doc_t d;
+    resv__doc_t d;
     resv_error_t err = {0};
-    if (resv__mongo_decode(&b, &d, &err)) {
+    if (resv__doc_decode(&b, &d, &err)) {
       decoded++;
-      resv__mongo_doc_free(&d);
+      resv__doc_free(&d);
     } else {
       ck_assert_int_eq(err.code, RESV_EFORMAT);
       refused++;

@@ -1,7 +1,7 @@
 /* test_mongo_inplace.c: the in-place read of a returned document
  * (doc_inplace.c) against the strict decoder (doc_decode.c).
  *
- * Whatever the in-place read accepts, resv__mongo_decode must accept with
+ * Whatever the in-place read accepts, resv__doc_decode must accept with
  * the same result, strings pointing at the same bytes: over format-1
  * documents of every kind (pending with 0 to 10 holds, confirmed, int32
  * numbers, non-ASCII and empty strings) and over the same with bytes
@@ -63,7 +63,7 @@ static int32_t random_document(resv__bw_t *w, size_t nholds) {
 
 static bool same_str(resv_str_t a, resv_str_t b) { return a.ptr == b.ptr && a.len == b.len; }
 
-static void assert_same(const resv__mongo_doc_t *a, const resv__mongo_doc_t *b) {
+static void assert_same(const resv__doc_t *a, const resv__doc_t *b) {
   ck_assert(same_str(a->key.tenant, b->key.tenant) && same_str(a->key.ns, b->key.ns) &&
             same_str(a->key.key, b->key.key));
   ck_assert(same_str(a->owner.tenant, b->owner.tenant) && same_str(a->owner.id, b->owner.id));
@@ -77,16 +77,16 @@ static void assert_same(const resv__mongo_doc_t *a, const resv__mongo_doc_t *b) 
 
 /* Reads data both ways; returns whether the in-place read took it. */
 static bool check_bytes(const uint8_t *data, size_t len) {
-  resv__mongo_doc_t fast, slow;
+  resv__doc_t fast, slow;
   resv_str_t room[ROOM];
   resv_error_t err;
   bson_t doc;
-  if (!resv__mongo_decode_inplace(data, len, &fast, room, ROOM))
+  if (!resv__doc_decode_inplace(data, len, &fast, room, ROOM))
     return false;
-  ck_assert_msg(bson_init_static(&doc, data, len) && resv__mongo_decode(&doc, &slow, &err),
+  ck_assert_msg(bson_init_static(&doc, data, len) && resv__doc_decode(&doc, &slow, &err),
                 "the in-place read took a document the decoder refuses");
   assert_same(&fast, &slow);
-  resv__mongo_doc_free(&slow);
+  resv__doc_free(&slow);
   return true;
 }
 
