@@ -479,7 +479,7 @@ START_TEST(a_forked_child_never_uses_its_parents_blocking_clients) {
     if (!code && (!ot || !resv_call(ot, &r, &a, &err) || a.status != RESV_RESERVED)) code = 11;
     resv_store_close(own);
 #endif
-    _exit(code);
+    test_child_exit(code);
   }
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
