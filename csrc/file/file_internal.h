@@ -32,14 +32,15 @@
 
 /* A type's state in one process. dbi and ready are set once by the set-up
  * (under the environment's set-up mutex) and read without a lock after;
- * sweep_at is read and written only inside write transactions, which LMDB
- * serialises across threads and processes. */
+ * sweep_at and writes are read and written only inside write
+ * transactions, which LMDB serialises across threads and processes. */
 typedef struct resv__file_type {
   MDB_dbi dbi;
   const char *collection; /* the database's name, for errors */
   atomic_bool ready;
   unsigned char sweep_at[RESV__FILE_KEY_MAX + 1]; /* next key to visit */
   size_t sweep_len;                                /* 0: from the start */
+  unsigned writes; /* since the last walk of the writes' reclaiming */
 } resv__file_type_t;
 
 /* Where a new key goes in the chain: the link of the key before its
@@ -97,6 +98,12 @@ int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_req
  * code (0 on success). */
 int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
                        size_t steps, size_t *deleted);
+
+/* The reclaiming of one write: resv__file_reclaim of steps * every
+ * records, on every every-th call for the type (the others visit none),
+ * so the writes visit steps records each on average. */
+int resv__file_reclaim_some(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
+                            size_t steps, unsigned every, size_t *deleted);
 
 /* The walk of resv__file_reclaim from the key at[0..*at_len) (0: the
  * first), in database dbi: visits up to steps records, deletes the
