@@ -242,6 +242,7 @@ typedef struct reader {
 } reader_t;
 
 static uint64_t get_varint(reader_t *r) {
+  if (r->p < r->end && !(*r->p & 0x80)) return *r->p++; /* most are one byte */
   uint64_t v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (r->p >= r->end) break;
@@ -253,13 +254,18 @@ static uint64_t get_varint(reader_t *r) {
   return 0;
 }
 
+/* A little-endian integer of 1 to 8 bytes. */
 static uint64_t get_fixed(reader_t *r, int bytes) {
   if ((size_t)(r->end - r->p) < (size_t)bytes) {
     r->bad = true;
     return 0;
   }
   uint64_t v = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(&v, r->p, (size_t)bytes);
+#else
   for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[i] << (8 * i);
+#endif
   r->p += bytes;
   return v;
 }
