@@ -140,8 +140,8 @@ int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
  * MDB_APPEND), then relinks the record after it (past the last, the
  * format record) to key. chain_delete deletes key's record and relinks
  * the one after it to the deleted one's link. chain_gap: true when
- * after's link (after NULL: the format record's tail) names before,
- * proving nothing lies between them (c, a cursor on the type's database,
+ * after's link (after NULL: the format record's tail) is before_link,
+ * the link of the key before (resv__file_key_link), proving nothing lies between them (c, a cursor on the type's database,
  * may be moved). The first two return an LMDB error code (0 on success;
  * put_new returns one too). */
 typedef int resv__file_put_new_fn(MDB_cursor *c, uint32_t prev, bool append, void *arg);
@@ -149,7 +149,7 @@ int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
                             const resv__file_place_t *at, resv__file_put_new_fn *put_new,
                             void *arg);
 int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
-bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
+bool resv__file_chain_gap(MDB_cursor *c, uint32_t before_link, const MDB_val *after,
                           const MDB_val *after_val);
 
 /* Whether the store's "resv" database lists the type collection (a key
