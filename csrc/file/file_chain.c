@@ -113,9 +113,9 @@ int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key) {
   return rc;
 }
 
-bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
+bool resv__file_chain_gap(MDB_cursor *c, uint32_t want, const MDB_val *after,
                           const MDB_val *after_val) {
-  uint32_t link, want = resv__file_key_link(before);
+  uint32_t link;
   MDB_val k, v;
   if (after) return resv__file_rec_link(after, after_val, &link) && link == want;
   /* The format record is the first key (the cursor is there already, a

@@ -80,7 +80,9 @@ bool resv__file_write_one(file_t *f, resv__file_type_t *ft, const resv_request_t
       rc = resv__file_apply_planned(txn, ft, r, plan, err, &ok, &done);
     if (rc == 0 && !done)
       rc = resv__file_apply(txn, ft, r, now, f->max_holds, a, err, &ok, NULL);
-    if (rc == 0 && ok) rc = resv__file_reclaim(txn, ft, resv__add_ms_sat(now, -f->grace_ms), RECLAIM_STEPS, &deleted);
+    if (rc == 0 && ok)
+      rc = resv__file_reclaim_some(txn, ft, resv__add_ms_sat(now, -f->grace_ms), RECLAIM_STEPS,
+                                   RECLAIM_EVERY, &deleted);
     rc = resv__file_finish_write(e, txn, rc, ok, true);
     if (rc == 0) return ok;
     if (rc != MDB_MAP_FULL || round > 0) return resv__file_lmdb_fail(e, err, rc, resv__file_op_name(r->op));
@@ -110,8 +112,8 @@ static bool run_batch(env_t *e, commit_op_t *batch) {
       rc = resv__file_apply(txn, o->ft, o->req, o->now, o->file->max_holds, o->answer, o->err,
                             &o->ok, NULL);
       if (rc == 0 && o->ok)
-        rc = resv__file_reclaim(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms),
-                                RECLAIM_STEPS, &deleted);
+        rc = resv__file_reclaim_some(txn, o->ft, resv__add_ms_sat(o->now, -o->file->grace_ms),
+                                     RECLAIM_STEPS, RECLAIM_EVERY, &deleted);
     }
     rc = resv__file_finish_write(e, txn, rc, true, false);
   }

@@ -26,7 +26,12 @@
 #define MAX_TYPES 256
 #define MAX_READERS 1024 /* read transactions at once, all processes */
 #define IDLE_READERS 8   /* reset read transactions kept for renewal */
-#define RECLAIM_STEPS 2  /* records visited per write */
+#define RECLAIM_STEPS 2  /* records visited per write, on average */
+/* A walk runs once every RECLAIM_EVERY writes of a type, visiting
+ * RECLAIM_STEPS * RECLAIM_EVERY records: its search for where the last
+ * walk stopped costs more than the visits, so fewer walks of more steps
+ * visit as many records for less. */
+#define RECLAIM_EVERY 4
 
 typedef struct commit_op commit_op_t;
 

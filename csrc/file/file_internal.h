@@ -32,14 +32,15 @@
 
 /* A type's state in one process. dbi and ready are set once by the set-up
  * (under the environment's set-up mutex) and read without a lock after;
- * sweep_at is read and written only inside write transactions, which LMDB
- * serialises across threads and processes. */
+ * sweep_at and writes are read and written only inside write
+ * transactions, which LMDB serialises across threads and processes. */
 typedef struct resv__file_type {
   MDB_dbi dbi;
   const char *collection; /* the database's name, for errors */
   atomic_bool ready;
   unsigned char sweep_at[RESV__FILE_KEY_MAX + 1]; /* next key to visit */
   size_t sweep_len;                                /* 0: from the start */
+  unsigned writes; /* since the last walk of the writes' reclaiming */
 } resv__file_type_t;
 
 /* Where a new key goes in the chain: the link of the key before its
@@ -98,6 +99,12 @@ int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_req
 int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
                        size_t steps, size_t *deleted);
 
+/* The reclaiming of one write: resv__file_reclaim of steps * every
+ * records, on every every-th call for the type (the others visit none),
+ * so the writes visit steps records each on average. */
+int resv__file_reclaim_some(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
+                            size_t steps, unsigned every, size_t *deleted);
+
 /* The walk of resv__file_reclaim from the key at[0..*at_len) (0: the
  * first), in database dbi: visits up to steps records, deletes the
  * reclaimable ones, then stores where it stopped into at (*at_len 0 at
@@ -133,8 +140,8 @@ int resv__file_scan(MDB_txn *txn, MDB_dbi dbi, const resv_str_t *after,
  * MDB_APPEND), then relinks the record after it (past the last, the
  * format record) to key. chain_delete deletes key's record and relinks
  * the one after it to the deleted one's link. chain_gap: true when
- * after's link (after NULL: the format record's tail) names before,
- * proving nothing lies between them (c, a cursor on the type's database,
+ * after's link (after NULL: the format record's tail) is before_link,
+ * the link of the key before (resv__file_key_link), proving nothing lies between them (c, a cursor on the type's database,
  * may be moved). The first two return an LMDB error code (0 on success;
  * put_new returns one too). */
 typedef int resv__file_put_new_fn(MDB_cursor *c, uint32_t prev, bool append, void *arg);
@@ -142,7 +149,7 @@ int resv__file_chain_insert(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key,
                             const resv__file_place_t *at, resv__file_put_new_fn *put_new,
                             void *arg);
 int resv__file_chain_delete(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
-bool resv__file_chain_gap(MDB_cursor *c, const MDB_val *before, const MDB_val *after,
+bool resv__file_chain_gap(MDB_cursor *c, uint32_t before_link, const MDB_val *after,
                           const MDB_val *after_val);
 
 /* Whether the store's "resv" database lists the type collection (a key

@@ -152,10 +152,10 @@ static int check_gap(MDB_cursor *c, int rc, const resv__file_bounds_t *b, const 
   }
   if (rc == MDB_NOTFOUND) return 0; /* not even the format record before it */
   if (rc) return rc;
-  *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val) &&
-        resv__file_chain_gap(c, &key, last ? NULL : &after, last ? NULL : &after_val);
   at->prev = resv__file_key_link(&key);
   at->tail = last;
+  *ok = key_cmp(&key, want, want_len) < 0 && sound_at(b, &key, &val) &&
+        resv__file_chain_gap(c, at->prev, last ? NULL : &after, last ? NULL : &after_val);
   return 0;
 }
 

@@ -114,3 +114,10 @@ int resv__file_reclaim(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
   return resv__file_walk(txn, ft->dbi, ft->sweep_at, &ft->sweep_len, limit,
                          steps, deleted);
 }
+
+int resv__file_reclaim_some(MDB_txn *txn, resv__file_type_t *ft, int64_t limit,
+                            size_t steps, unsigned every, size_t *deleted) {
+  if (++ft->writes < every) return 0;
+  ft->writes = 0;
+  return resv__file_reclaim(txn, ft, limit, steps * every, deleted);
+}

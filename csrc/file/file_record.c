@@ -110,24 +110,9 @@ static unsigned char *room(resv__file_buf_t *b, size_t n) {
   return at;
 }
 
-static void put_varint(resv__file_buf_t *b, uint64_t v) {
-  do {
-    unsigned char *at = room(b, 1);
-    if (!at) return;
-    *at = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-}
-
 static void put_fixed(resv__file_buf_t *b, uint64_t v, int bytes) {
   unsigned char *at = room(b, (size_t)bytes);
   for (int i = 0; at && i < bytes; i++) at[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_str(resv__file_buf_t *b, resv_str_t s) {
-  put_varint(b, s.len);
-  unsigned char *at = room(b, s.len);
-  if (at && s.len) memcpy(at, s.ptr, s.len);
 }
 
 static bool finish(resv__file_buf_t *b, const MDB_val *key) {
@@ -136,6 +121,38 @@ static bool finish(resv__file_buf_t *b, const MDB_val *key) {
   return !b->failed;
 }
 
+/* Bytes of v as a varint, of s as a string. */
+static size_t varint_len(uint64_t v) {
+  size_t n = 1;
+  while (v > 0x7f) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+static size_t str_len(resv_str_t s) { return varint_len(s.len) + s.len; }
+
+/* The writes of a record sized beforehand (resv__file_rec_encode): each
+ * moves *p past what it wrote, as put_varint, put_fixed and put_str. */
+static void set_varint(unsigned char **p, uint64_t v) {
+  do {
+    *(*p)++ = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+}
+
+static void set_fixed(unsigned char **p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) *(*p)++ = (unsigned char)(v >> (8 * i));
+}
+
+static void set_str(unsigned char **p, resv_str_t s) {
+  set_varint(p, s.len);
+  if (s.len) memcpy(*p, s.ptr, s.len);
+  *p += s.len;
+}
+
+/* A reservation's record is sized first and written in one piece. */
 bool resv__file_rec_encode(resv__file_buf_t *b, const MDB_val *key,
                            const resv_key_t *k, const resv_owner_t *o,
                            bool confirmed, int64_t expires_at, int64_t version,
@@ -143,23 +160,32 @@ bool resv__file_rec_encode(resv__file_buf_t *b, const MDB_val *key,
   buf_init(b);
   bool hashed = key->mv_size && ((const unsigned char *)key->mv_data)[0] == RESV__FILE_TAG_HASHED;
   char kind = confirmed ? RESV__REC_CONFIRMED : RESV__REC_PENDING;
-  put_fixed(b, (uint64_t)(hashed ? kind + ('a' - 'A') : kind), 1);
-  put_fixed(b, prev, 4);
+  size_t n = 1 + 4 + str_len(o->tenant) + str_len(o->id) + 8 + 4;
+  if (hashed) n += str_len(k->tenant) + str_len(k->ns) + str_len(k->key);
+  if (!confirmed) {
+    n += varint_len(nholds);
+    for (size_t i = 0; i < nholds; i++) n += str_len(holds[i]);
+  }
+  unsigned char *p = room(b, n);
+  if (!p) return false;
+  *p++ = (unsigned char)(hashed ? kind + ('a' - 'A') : kind);
+  set_fixed(&p, prev, 4);
   if (hashed) {
-    put_str(b, k->tenant);
-    put_str(b, k->ns);
-    put_str(b, k->key);
+    set_str(&p, k->tenant);
+    set_str(&p, k->ns);
+    set_str(&p, k->key);
   }
-  put_str(b, o->tenant);
-  put_str(b, o->id);
+  set_str(&p, o->tenant);
+  set_str(&p, o->id);
   if (confirmed) {
-    put_fixed(b, (uint64_t)version, 8);
+    set_fixed(&p, (uint64_t)version, 8);
   } else {
-    put_fixed(b, (uint64_t)expires_at, 8);
-    put_varint(b, nholds);
-    for (size_t i = 0; i < nholds; i++) put_str(b, holds[i]);
+    set_fixed(&p, (uint64_t)expires_at, 8);
+    set_varint(&p, nholds);
+    for (size_t i = 0; i < nholds; i++) set_str(&p, holds[i]);
   }
-  return finish(b, key);
+  set_fixed(&p, record_crc(key, b->p, n - 4), 4);
+  return true;
 }
 
 bool resv__file_format_encode(resv__file_buf_t *b, const MDB_val *key, int32_t format,
@@ -216,6 +242,7 @@ typedef struct reader {
 } reader_t;
 
 static uint64_t get_varint(reader_t *r) {
+  if (r->p < r->end && !(*r->p & 0x80)) return *r->p++; /* most are one byte */
   uint64_t v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (r->p >= r->end) break;
@@ -227,13 +254,18 @@ static uint64_t get_varint(reader_t *r) {
   return 0;
 }
 
+/* A little-endian integer of 1 to 8 bytes. */
 static uint64_t get_fixed(reader_t *r, int bytes) {
   if ((size_t)(r->end - r->p) < (size_t)bytes) {
     r->bad = true;
     return 0;
   }
   uint64_t v = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(&v, r->p, (size_t)bytes);
+#else
   for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[i] << (8 * i);
+#endif
   r->p += bytes;
   return v;
 }

@@ -533,9 +533,50 @@ END_TEST
 START_TEST(flipped_bits_never_give_a_wrong_answer_64) { flip_trials(64); }
 END_TEST
 
+/* The bytes of a record as file_record.h lays them out: a pending one
+ * under a direct key (a hold longer than 127 bytes, its length two bytes
+ * of varint, and the record past the buffer's inline bytes), a confirmed
+ * one under a hashed key (its key's parts inside). */
+static void expect_bytes(const resv__file_buf_t *b, const MDB_val *key,
+                         const unsigned char *want, size_t n) {
+  uint32_t crc = resv__crc32c(resv__crc32c(0, key->mv_data, key->mv_size), want, n);
+  ck_assert_uint_eq(b->len, n + 4);
+  ck_assert_msg(memcmp(b->p, want, n) == 0, "the record's bytes differ");
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(b->p[n + (size_t)i], (crc >> (8 * i)) & 0xff);
+}
+
+START_TEST(a_record_is_encoded_as_its_layout_says) {
+  static char longer[300];
+  memset(longer, 'x', sizeof longer);
+  unsigned char dkey[] = {1, 't', 0, 'n', 0, 'k'};
+  MDB_val key = {sizeof dkey, dkey};
+  resv_key_t k = {resv_cstr("t"), resv_cstr("n"), resv_cstr("k")};
+  resv_owner_t o = {resv_cstr("ot"), resv_cstr("oid")};
+  resv_str_t holds[] = {resv_cstr("a1"), {longer, sizeof longer}};
+  resv__file_buf_t b;
+  ck_assert(resv__file_rec_encode(&b, &key, &k, &o, false, INT64_C(0x0102030405060708), 0,
+                                  holds, 2, 0xdeadbeefu));
+  unsigned char want[1 + 4 + 3 + 4 + 8 + 1 + 3 + 2 + sizeof longer] = {
+      'P', 0xef, 0xbe, 0xad, 0xde, 2, 'o', 't', 3, 'o', 'i', 'd',
+      8, 7, 6, 5, 4, 3, 2, 1, 2, 2, 'a', '1', 0xac, 0x02};
+  memset(want + 26, 'x', sizeof longer);
+  expect_bytes(&b, &key, want, sizeof want);
+  resv__file_buf_free(&b);
+  unsigned char hkey[21] = {2};
+  memset(hkey + 1, 0xab, 20);
+  MDB_val hashed = {sizeof hkey, hkey};
+  ck_assert(resv__file_rec_encode(&b, &hashed, &k, &o, true, 0, 7, NULL, 0, 0x01020304u));
+  const unsigned char hwant[] = {'c', 4, 3, 2, 1, 1, 't', 1, 'n', 1, 'k', 2, 'o', 't',
+                                 3, 'o', 'i', 'd', 7, 0, 0, 0, 0, 0, 0, 0};
+  expect_bytes(&b, &hashed, hwant, sizeof hwant);
+  resv__file_buf_free(&b);
+}
+END_TEST
+
 Suite *file_records_suite(void) {
   const TTest *tests[] = {
       a_damaged_record_answers_format_naming_type_and_key,
+      a_record_is_encoded_as_its_layout_says,
       a_store_of_format_1_is_upgraded_at_open, every_write_keeps_the_chain_whole,
       flipped_bits_never_give_a_wrong_answer_8, flipped_bits_never_give_a_wrong_answer_64,
       NULL};

@@ -1,0 +1,65 @@
+/* newkey.c: the file store's new key and conflict, one thread, for
+ * callgrind's instruction counts (sync = process).
+ *
+ *   newkey [keys] [scattered]
+ *
+ * Opens a store with sync = "process", reserves `keys` new 20-byte keys
+ * with a 10-byte owner id (in order, or scattered when a second argument
+ * is given), then the same keys again by another owner (each a conflict).
+ * Under callgrind, run with --collect-atstart=no: the counts are switched
+ * on around the new keys (phase "new") and around the conflicts (phase
+ * "conflict"), each phase dumped on its own (CALLGRIND_DUMP_STATS_AT), so
+ * bench/callgrind_phases.sh's way of reading applies: the totals divided
+ * by the keys. Outside callgrind it prints wall ns a call of each phase. */
+#include "bench.h"
+
+#include <valgrind/callgrind.h>
+
+static char dir[256];
+
+static void key_of(char *buf, int i, int scattered) {
+  unsigned v = scattered ? (unsigned)i * 2654435761u : (unsigned)i;
+  snprintf(buf, 21, "k%019u", v);
+}
+
+static double phase(resv_type_t *t, int n, int scattered, const char *owner,
+                    int32_t expect, const char *name) {
+  resv_answer_t a = {0};
+  resv_error_t err;
+  char key[32];
+  CALLGRIND_ZERO_STATS;
+  CALLGRIND_TOGGLE_COLLECT;
+  int64_t t0 = bench_wall_ns();
+  for (int i = 0; i < n; i++) {
+    key_of(key, i, scattered);
+    resv_request_t r = {.op = RESV_OP_RESERVE,
+                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
+                        .owner = {resv_cstr(""), resv_cstr(owner)},
+                        .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
+    if (!resv_call(t, &r, &a, &err)) bench_die("reserve", &err);
+    if (a.status != expect) bench_expect("reserve", &a, expect);
+  }
+  int64_t t1 = bench_wall_ns();
+  CALLGRIND_TOGGLE_COLLECT;
+  CALLGRIND_DUMP_STATS_AT(name);
+  return (double)(t1 - t0) / n;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 20000;
+  int scattered = argc > 2;
+  bench_fresh_dir(dir, sizeof dir);
+  resv_options_t o = {.path = dir, .sync = RESV_SYNC_PROCESS, .threads = 1,
+                      .map_size = INT64_C(1) << 30};
+  resv_error_t err;
+  resv_store_t *s = resv_store_open(&o, &err);
+  if (!s) bench_die("open", &err);
+  resv_type_t *t = resv_store_type(s, "bench", 5, "aggregate", 9, &err);
+  if (!t) bench_die("type", &err);
+  double nw = phase(t, n, scattered, "owner-0001", RESV_RESERVED, "new");
+  double cf = phase(t, n, scattered, "owner-0002", RESV_CONFLICT, "conflict");
+  printf("figure newkey_ns %.1f\nfigure conflict_ns %.1f\n", nw, cf);
+  resv_store_close(s);
+  bench_remove_dir(dir);
+  return 0;
+}
