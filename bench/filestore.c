@@ -66,17 +66,11 @@ static void key_of(char *buf, int i) { snprintf(buf, 21, "k%019d", i); }
 
 static double pass(resv_type_t *t, int n, const char *owner, int32_t expect) {
   resv_answer_t a = {0};
-  resv_error_t err;
   char key[32];
   int64_t t0 = bench_wall_ns();
   for (int i = 0; i < n; i++) {
     key_of(key, i);
-    resv_request_t r = {.op = RESV_OP_RESERVE,
-                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
-                        .owner = {resv_cstr(""), resv_cstr(owner)},
-                        .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
-    if (!resv_call(t, &r, &a, &err)) bench_die("reserve", &err);
-    if (a.status != expect) bench_expect("reserve", &a, expect);
+    bench_reserve(t, key, owner, expect, &a);
   }
   int64_t t1 = bench_wall_ns();
   resv_answer_clear(&a);

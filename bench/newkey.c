@@ -25,19 +25,13 @@ static void key_of(char *buf, int i, int scattered) {
 static double phase(resv_type_t *t, int n, int scattered, const char *owner,
                     int32_t expect, const char *name) {
   resv_answer_t a = {0};
-  resv_error_t err;
   char key[32];
   CALLGRIND_ZERO_STATS;
   CALLGRIND_TOGGLE_COLLECT;
   int64_t t0 = bench_wall_ns();
   for (int i = 0; i < n; i++) {
     key_of(key, i, scattered);
-    resv_request_t r = {.op = RESV_OP_RESERVE,
-                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
-                        .owner = {resv_cstr(""), resv_cstr(owner)},
-                        .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
-    if (!resv_call(t, &r, &a, &err)) bench_die("reserve", &err);
-    if (a.status != expect) bench_expect("reserve", &a, expect);
+    bench_reserve(t, key, owner, expect, &a);
   }
   int64_t t1 = bench_wall_ns();
   CALLGRIND_TOGGLE_COLLECT;
