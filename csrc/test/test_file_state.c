@@ -90,8 +90,9 @@ static void crash_after_reserve(const char *key, const char *owner) {
     resv_answer_t a = {0};
     resv_key_t k = test_key("email", key);
     resv_owner_t o = test_owner("", owner);
-    if (!s || !resv_reserve(type_of(s), &k, &o, resv_cstr("a"), HOUR, &a, &err)) _exit(1);
-    _exit(a.status == RESV_RESERVED ? 0 : 2);
+    if (!s || !resv_reserve(type_of(s), &k, &o, resv_cstr("a"), HOUR, &a, &err))
+      test_child_exit(1);
+    test_child_exit(a.status == RESV_RESERVED ? 0 : 2);
   }
   int st;
   ck_assert_int_eq(waitpid(pid, &st, 0), pid);
@@ -109,14 +110,12 @@ static pid_t fork_held(child_body_t body, int *go_on) {
   pid_t pid = fork();
   ck_assert_int_ne(pid, -1);
   if (pid == 0) {
-    char c, code[32];
+    char c;
     close(fds[1]);
-    /* Ends through exec, as test_file_store.c's children do: a checker
-     * watching (valgrind, ThreadSanitizer) has nothing to say then about
-     * a thread still closing the child's store. */
-    snprintf(code, sizeof code, "exit %d", read(fds[0], &c, 1) == 1 ? body() : 9);
-    execl("/bin/sh", "sh", "-c", code, (char *)NULL);
-    _exit(8);
+    /* Ends through exec (test_child_exit): a checker watching (valgrind,
+     * ThreadSanitizer) has nothing to say then about a thread still
+     * closing the child's store. */
+    test_child_exit(read(fds[0], &c, 1) == 1 ? body() : 9);
   }
   close(fds[0]);
   *go_on = fds[1];
