@@ -253,8 +253,10 @@ START_TEST(killed_writers_never_block_the_others_nor_lose_answers) {
   close(fds[1]);
   drain_reports(fds[0], owners, KEYS, t);
   close(fds[0]);
-  /* Generous for a loaded machine; a blocked lock would hang for ever. */
-  ck_assert_msg(slowest < 3000, "a call waited %lld ms", (long long)slowest);
+  /* Generous for a loaded machine (and five times that under valgrind,
+   * RESV_TEST_SLOW: 3.9 s seen); a blocked lock would hang for ever. */
+  int64_t bound = getenv("RESV_TEST_SLOW") ? 15000 : 3000;
+  ck_assert_msg(slowest < bound, "a call waited %lld ms", (long long)slowest);
   for (int i = 0; i < KILLS; i++) {
     char key[32];
     snprintf(key, sizeof key, "mine%d", i);
