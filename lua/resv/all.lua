@@ -64,11 +64,24 @@ local key_fields, owner_fields, check_type, answer_table, status_names
 local call_opts, answer_buf, run, run_checked
 
 -- The key array's entry i (from 0) from the request r's strings 3i+1 to 3i+3.
+local function set_key(i, tenant, ns, key)
+  local k = key_array[i]
+  k.tenant.ptr, k.tenant.len = tenant, #tenant
+  k.ns.ptr, k.ns.len = ns, #ns
+  k.key.ptr, k.key.len = key, #key
+end
+
 local function fill_key(r, i)
-  local k, j = key_array[i], 3 * i
-  local s = r[j + 1]; k.tenant.ptr, k.tenant.len = s, #s
-  s = r[j + 2]; k.ns.ptr, k.ns.len = s, #s
-  s = r[j + 3]; k.key.ptr, k.key.len = s, #s
+  local j = 3 * i
+  set_key(i, r[j + 1], r[j + 2], r[j + 3])
+end
+
+-- The request's owner, attempt and key count.
+local function set_rest(q, ot, oid, attempt, n)
+  q.owner.tenant.ptr, q.owner.tenant.len = ot, #ot
+  q.owner.id.ptr, q.owner.id.len = oid, #oid
+  q.attempt.ptr, q.attempt.len = attempt, #attempt
+  q.keys, q.nkeys = key_array, n
 end
 
 -- r: { kt1, kn1, kk1, kt2, ..., op = , ttl = , version = , n = , ot = ,
@@ -79,15 +92,12 @@ end
 -- interpreted.
 local function fill(r, timeout)
   local n = r.n
-  local q, s = request, nil
+  local q = request
   q.op, q.ttl_ms, q.version, q.timeout_ms = r.op, r.ttl, r.version, timeout
   if n >= 1 then fill_key(r, 0) end
   if n >= 2 then fill_key(r, 1) end
   for i = 2, n - 1 do fill_key(r, i) end
-  s = r.ot; q.owner.tenant.ptr, q.owner.tenant.len = s, #s
-  s = r.oid; q.owner.id.ptr, q.owner.id.len = s, #s
-  s = r.attempt; q.attempt.ptr, q.attempt.len = s, #s
-  q.keys, q.nkeys = key_array, n
+  set_rest(q, r.ot, r.oid, r.attempt, n)
   return q
 end
 
@@ -201,18 +211,9 @@ local function few(t, opts, op, keys, n, owner, attempt, ttl, version, mine)
   p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9] =
     at, an, ak, bt, bn, bk, ot, oid, attempt
   q.op, q.ttl_ms, q.version, q.timeout_ms = op, ttl, version, timeout
-  local k = key_array[0]
-  k.tenant.ptr, k.tenant.len = at, #at
-  k.ns.ptr, k.ns.len = an, #an
-  k.key.ptr, k.key.len = ak, #ak
-  k = key_array[1]
-  k.tenant.ptr, k.tenant.len = bt, #bt
-  k.ns.ptr, k.ns.len = bn, #bn
-  k.key.ptr, k.key.len = bk, #bk
-  q.owner.tenant.ptr, q.owner.tenant.len = ot, #ot
-  q.owner.id.ptr, q.owner.id.len = oid, #oid
-  q.attempt.ptr, q.attempt.len = attempt, #attempt
-  q.keys, q.nkeys = key_array, n
+  set_key(0, at, an, ak)
+  set_key(1, bt, bn, bk)
+  set_rest(q, ot, oid, attempt, n)
   local ok
   if t.inline then
     ok = C.resv_call(t.handle, q, answer_buf, err_buf)

@@ -1,5 +1,5 @@
--- resv.tools: a type's calls for tools (the `resv` command's check,
--- copy and dump): scan, one page of the type's reservations at a time, and
+-- resv.tools: a type's calls for tools (the `resv` command's check
+-- and copy): scan, one page of the type's reservations at a time, and
 -- put, a reservation of another store written where its key is free. Both
 -- block for their round trip; neither is for a request's path. Installed
 -- into resv.type's Type by install().
