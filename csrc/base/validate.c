@@ -25,14 +25,23 @@ static bool ascii_word(const unsigned char *p) {
   return ((w | (w - 0x0101010101010101ULL)) & 0x8080808080808080ULL) == 0;
 }
 
+/* The same for the four bytes at p. */
+static bool ascii_half(const unsigned char *p) {
+  uint32_t w;
+  memcpy(&w, p, sizeof w);
+  return ((w | (w - 0x01010101U)) & 0x80808080U) == 0;
+}
+
 /* True when all n bytes at p are from 0x01 to 0x7f: a word at a time (the
- * last word may overlap the one before), or a byte at a time under 8. */
-static bool all_ascii(const unsigned char *p, size_t n) {
-  if (n < 8) {
+ * last word may overlap the one before), two overlapping halves from 4 to
+ * 7 bytes, a byte at a time under 4. */
+static inline bool all_ascii(const unsigned char *p, size_t n) {
+  if (n < 4) {
     for (size_t i = 0; i < n; i++)
       if ((unsigned char)(p[i] - 1) >= 0x7f) return false; /* 0, or 0x80 up */
     return true;
   }
+  if (n < 8) return ascii_half(p) && ascii_half(p + n - 4);
   for (size_t i = 0; i + 8 < n; i += 8)
     if (!ascii_word(p + i)) return false;
   return ascii_word(p + n - 8);
@@ -67,12 +76,15 @@ bool resv__utf8_valid(const char *str, size_t len) {
   return true;
 }
 
-/* Checks one string, named in errors as "<where>.<field>" (where NULL:
- * "<field>"), or "<where>[<index>].<field>" when index is not 0 (key
- * index of a *_all op's list): the name is only written out when the
- * check fails, the calls that pass (all but a few) print nothing. */
-static bool check_string(const char *where, size_t index, const char *field,
-                         const resv_str_t *s, bool required, size_t max, resv_error_t *err) {
+/* Why the string s fails its check, named in the message as
+ * "<where>.<field>" (where NULL: "<field>"), or "<where>[<index>].<field>"
+ * when index is not 0 (key index of a *_all op's list); true when it does
+ * not fail after all (valid UTF-8 beyond ASCII). Out of line: only the
+ * calls that did not pass the ASCII check come here. */
+static __attribute__((noinline)) bool string_problem(const char *where, size_t index,
+                                                     const char *field, const resv_str_t *s,
+                                                     bool required, size_t max,
+                                                     resv_error_t *err) {
   const char *problem;
   if (!s->ptr && s->len)
     problem = "NULL pointer";
@@ -94,6 +106,18 @@ static bool check_string(const char *where, size_t index, const char *field,
   if (!problem)
     return resv__fail(err, RESV_EINVALID, "%s: longer than %zu bytes", name, max);
   return resv__fail(err, RESV_EINVALID, "%s: %s", name, problem);
+}
+
+/* Checks one string: its pointer, length and UTF-8. Most strings are
+ * short and ASCII, and are settled here without a call; the rest go to
+ * string_problem, which names what is wrong. */
+static inline bool check_string(const char *where, size_t index, const char *field,
+                                const resv_str_t *s, bool required, size_t max,
+                                resv_error_t *err) {
+  if ((s->ptr || !s->len) && (s->len || !required) && s->len <= max &&
+      all_ascii((const unsigned char *)s->ptr, s->len))
+    return true;
+  return string_problem(where, index, field, s, required, max, err);
 }
 
 bool resv__op_is_all(int32_t op) {

@@ -162,21 +162,54 @@ END_TEST
  * offset of a longer string, inside a word or in the tail, is still seen. */
 START_TEST(a_bad_byte_at_any_offset_is_seen) {
   char s[21];
-  for (size_t pos = 0; pos < sizeof s; pos++) {
-    memset(s, 'a', sizeof s);
-    ck_assert(resv__utf8_valid(s, sizeof s));
-    s[pos] = '\0';
-    ck_assert_msg(!resv__utf8_valid(s, sizeof s), "NUL at %zu", pos);
-    s[pos] = (char)0x80;
-    ck_assert_msg(!resv__utf8_valid(s, sizeof s), "0x80 at %zu", pos);
-    s[pos] = (char)0x7f;
-    ck_assert(resv__utf8_valid(s, sizeof s));
-    if (pos + 1 < sizeof s) {
-      s[pos] = (char)0xc3; /* é */
-      s[pos + 1] = (char)0xa9;
-      ck_assert_msg(resv__utf8_valid(s, sizeof s), "é at %zu", pos);
+  for (size_t len = 1; len <= sizeof s; len++)
+    for (size_t pos = 0; pos < len; pos++) {
+      memset(s, 'a', sizeof s);
+      ck_assert(resv__utf8_valid(s, len));
+      s[pos] = '\0';
+      ck_assert_msg(!resv__utf8_valid(s, len), "NUL at %zu of %zu", pos, len);
+      s[pos] = (char)0x80;
+      ck_assert_msg(!resv__utf8_valid(s, len), "0x80 at %zu of %zu", pos, len);
+      s[pos] = (char)0x7f;
+      ck_assert(resv__utf8_valid(s, len));
+      if (pos + 1 < len) {
+        s[pos] = (char)0xc3; /* é */
+        s[pos + 1] = (char)0xa9;
+        ck_assert_msg(resv__utf8_valid(s, len), "é at %zu of %zu", pos, len);
+      }
     }
-  }
+}
+END_TEST
+
+/* A request's strings pass an ASCII check of their own (whole words, two
+ * overlapping halves from 4 to 7 bytes, single bytes under 4) before the
+ * UTF-8 one: at every length and offset a NUL or a stray 0x80 in the key
+ * is refused and named, and é is let through. */
+START_TEST(a_bad_byte_in_a_request_string_is_refused_at_any_offset) {
+  resv_store_t *store = test_open(NULL);
+  resv_type_t *t = test_fresh_type(store, "validate");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  char s[21];
+  for (size_t len = 1; len <= sizeof s; len++)
+    for (size_t pos = 0; pos < len; pos++) {
+      resv_request_t r = {RESV_OP_GET, KEY("", "n", ""), OWNER("", ""), S(""), 0, 0, 0, NULL, 0};
+      r.key.key = (resv_str_t){s, len};
+      memset(s, 'a', sizeof s);
+      s[pos] = '\0';
+      ck_assert_msg(!resv_call(t, &r, &a, &err), "NUL at %zu of %zu accepted", pos, len);
+      ck_assert_str_eq(err.message, "key.key: contains a NUL byte");
+      s[pos] = (char)0x80;
+      ck_assert_msg(!resv_call(t, &r, &a, &err), "0x80 at %zu of %zu accepted", pos, len);
+      ck_assert_str_eq(err.message, "key.key: not valid UTF-8");
+      if (pos + 1 < len) {
+        s[pos] = (char)0xc3; /* é */
+        s[pos + 1] = (char)0xa9;
+        ck_assert_msg(resv_call(t, &r, &a, &err), "é at %zu of %zu: %s", pos, len, err.message);
+      }
+    }
+  resv_answer_clear(&a);
+  resv_store_close(store);
 }
 END_TEST
 
@@ -272,6 +305,7 @@ Suite *validate_suite(void) {
   tcase_add_loop_test(tc, bad_key_lists_are_invalid, 0, sizeof bad_lists / sizeof bad_lists[0]);
   tcase_add_test(tc, valid_utf8_is_accepted);
   tcase_add_test(tc, a_bad_byte_at_any_offset_is_seen);
+  tcase_add_test(tc, a_bad_byte_in_a_request_string_is_refused_at_any_offset);
   tcase_add_loop_test(tc, bad_type_names_are_invalid, 0, sizeof bad_types / sizeof bad_types[0]);
   tcase_add_test(tc, type_name_with_nul_is_invalid);
   tcase_add_test(tc, collection_name_follows_the_format);
