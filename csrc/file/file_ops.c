@@ -416,6 +416,16 @@ static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
   return rc;
 }
 
+/* What a call of several keys keeps per key: on the stack up to
+ * ALL_ON_STACK keys, else in one allocation. Few: a found_t has room for
+ * an LMDB key. */
+#define ALL_ON_STACK 4
+typedef struct per_key {
+  found_t f[ALL_ON_STACK];
+  resv__view_t v[ALL_ON_STACK];
+  resv__decision_t d[ALL_ON_STACK];
+} per_key_t;
+
 /* A reserve_all, confirm_all or abandon_all in txn: every key decided by
  * the rules (rules.c) on the records as the call found them and answered,
  * then the writes, all in the one transaction. peek not NULL: decide only,
@@ -424,14 +434,19 @@ static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
                      int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err,
                      bool *ok, resv__file_peek_t *peek) {
   size_t n = r->nkeys, found = 0;
-  found_t *f = malloc(n * sizeof *f);
-  resv__view_t *v = malloc(n * sizeof *v);
-  resv__decision_t *d = malloc(n * sizeof *d);
+  per_key_t on_stack;
+  found_t *f = on_stack.f;
+  resv__view_t *v = on_stack.v;
+  resv__decision_t *d = on_stack.d;
   int32_t status;
   int rc = 0;
-  if (!f || !v || !d) {
-    *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
-    goto done;
+  if (n > ALL_ON_STACK) {
+    if (!(f = malloc(n * (sizeof *f + sizeof *v + sizeof *d)))) {
+      *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+      return 0;
+    }
+    v = (resv__view_t *)(void *)(f + n);
+    d = (resv__decision_t *)(void *)(v + n);
   }
   rc = lookup_all(txn, peek != NULL, ft, r, f, v, &found, err, ok);
   if (rc || !*ok) goto done;
@@ -443,9 +458,7 @@ static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
 done:
   for (size_t i = 0; i < found; i++)
     if (f[i].present) resv__file_rec_free(&f[i].rec);
-  free(d);
-  free(v);
-  free(f);
+  if (f != on_stack.f) free(f);
   return rc;
 }
 
