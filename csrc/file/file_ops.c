@@ -403,12 +403,14 @@ static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
     resv_request_t one = key_request(r, i);
     found_t f = {.peek = false};
     resv__view_t v;
-    if ((rc = lookup(txn, false, ft, &one.key, &f, err, ok)) || !*ok) break;
-    view_of(&f, &v);
-    if (d[i].write == RESV__WRITE_DELETE)
-      rc = del(txn, ft->dbi, &f);
-    else
-      rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
+    rc = lookup(txn, false, ft, &one.key, &f, err, ok);
+    if (rc == 0 && *ok) {
+      view_of(&f, &v);
+      if (d[i].write == RESV__WRITE_DELETE)
+        rc = del(txn, ft->dbi, &f);
+      else
+        rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
+    }
     if (f.present) resv__file_rec_free(&f.rec);
     if (rc == 0 && !*ok && wrote) rc = err->code == RESV_ENOMEM ? ENOMEM : MDB_CORRUPTED;
     wrote = true;
