@@ -390,10 +390,10 @@ static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
 }
 
 /* What the writes of a call did to the chain, for the keys written
- * after them: the links before the new records written from what the peek
- * saw (each went into the gap after the key of its link, as the peek saw
- * the chain), and whether a write changed it in a way those do not tell
- * (a delete, a new record whose place the peek did not prove). */
+ * after them: the links before its new records (each went into the gap,
+ * as the peek saw the chain, after the key of that link), and whether a
+ * write changed it in a way those do not tell (a delete, a new record
+ * whose place the peek did not prove). */
 typedef struct moved {
   uint32_t before[RESV__FILE_PLAN_KEYS];
   size_t n;
