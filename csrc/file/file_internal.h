@@ -50,14 +50,32 @@ typedef struct resv__file_place {
   bool tail;
 } resv__file_place_t;
 
+/* What the peek of a call of several keys found of a key: a record
+ * (present), or none and its gap proven (placed). place.prev is the link
+ * of the key before the record or its place; place.tail is a placed
+ * key's. */
+typedef struct resv__file_seen {
+  bool present;
+  bool placed;
+  resv__file_place_t place;
+} resv__file_seen_t;
+
+/* The most keys of a call of several keys a peek plans; a call of more
+ * decides again in its write. */
+#define RESV__FILE_PLAN_KEYS 16
+
 /* What resv__file_apply decided in a read-only transaction, for the
  * write transaction that may follow. write_needed: the request would
- * write, and its answer is to be thrown away unless planned. planned: one
- * key found absent (its gap proven) whose new record the rules decided on
- * snapshot txnid: a write transaction on that same snapshot (nothing
- * committed since, so its id is txnid + 1) writes that record without
- * looking the key up again, and the read's answer stands
- * (resv__file_apply_planned). */
+ * write, and its answer is to be thrown away unless planned. planned: the
+ * rules decided on snapshot txnid what the call writes, and a write
+ * transaction on that same snapshot (nothing committed since, so its id
+ * is txnid + 1) writes it without deciding again, and the read's answer
+ * stands (resv__file_apply_planned). One key: found absent (its gap
+ * proven), its new record is written without looking the key up again.
+ * A call of several keys (nkeys of them): each key's decision, and what
+ * the peek found of it (seen), which a write takes instead of looking the
+ * key up again while no write of the call before it could have changed
+ * that (file_ops.c says when). */
 typedef struct resv__file_peek {
   bool write_needed;
   bool planned;
@@ -67,6 +85,9 @@ typedef struct resv__file_peek {
   resv__decision_t decision;
   size_t key_len;
   unsigned char key[RESV__FILE_KEY_MAX + 1]; /* the LMDB key the record takes */
+  size_t nkeys;                              /* several keys: 0 for one */
+  resv__decision_t decisions[RESV__FILE_PLAN_KEYS];
+  resv__file_seen_t seen[RESV__FILE_PLAN_KEYS];
 } resv__file_peek_t;
 
 /* Runs one validated request in txn (a write transaction, or a read-only

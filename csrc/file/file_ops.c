@@ -389,49 +389,146 @@ static int lookup_all(MDB_txn *txn, bool read_only, const resv__file_type_t *ft,
   return rc;
 }
 
-/* Writes each key's decision on its record looked up anew: a write to one
- * key may move the pages, or change the link, of another's record. A
- * failure after a write returns an LMDB-level error, so that the store
- * aborts the transaction (a batch of the commit queue included) and no
- * key of the call is written. */
+/* What the writes of a call did to the chain, for the keys written
+ * after them: the links before its new records (each went into the gap,
+ * as the peek saw the chain, after the key of that link), and whether a
+ * write changed it in a way those do not tell (a delete, a new record
+ * whose place the peek did not prove). */
+typedef struct moved {
+  uint32_t before[RESV__FILE_PLAN_KEYS];
+  size_t n;
+  bool unknown;
+} moved_t;
+
+/* Whether what the peek saw of a key (s) still holds for its write (d):
+ * a record rewritten without its holds (which the peek's snapshot held)
+ * or deleted, or no record and its gap proven; and no write of the call
+ * before put a new record into the gap before that record or place (the
+ * same link before it), nor changed the chain otherwise. */
+static bool still_seen(const resv__file_seen_t *s, const resv__decision_t *d,
+                       const moved_t *m) {
+  if (m->unknown) return false;
+  if (s->present ? d->write == RESV__WRITE_RECORD && resv__rules_holds_read_view(d)
+                 : !s->placed)
+    return false;
+  for (size_t j = 0; j < m->n; j++)
+    if (m->before[j] == s->place.prev) return false;
+  return true;
+}
+
+/* Notes in m what the write d of a key the peek saw as s does to the
+ * chain (a record rewritten keeps its link and its neighbours'). */
+static void note_write(moved_t *m, const resv__file_seen_t *s, const resv__decision_t *d) {
+  if (d->write == RESV__WRITE_DELETE || (!s->present && !s->placed) ||
+      m->n == RESV__FILE_PLAN_KEYS)
+    m->unknown = true;
+  else if (!s->present)
+    m->before[m->n++] = s->place.prev;
+}
+
+/* f and v of key k as the peek saw it (s, still_seen), without a lookup:
+ * false for a hashed key, whose LMDB key only a lookup finds. A record's
+ * holds are not read (still_seen), so v shows none. */
+static bool from_seen(const resv_key_t *k, const resv__file_seen_t *s, found_t *f,
+                      resv__view_t *v) {
+  if (!(f->key_len = direct_key(k, f->key))) return false;
+  f->present = s->present;
+  f->placed = s->placed;
+  f->place = s->place;
+  f->rec.prev = s->place.prev;
+  f->rec.holds = NULL;
+  f->rec.nholds = 0;
+  *v = (resv__view_t){.state = RESV_STATE_NONE};
+  return true;
+}
+
+/* Writes each key's decision d[i]. On its record looked up anew: a write
+ * to one key may move the pages, or change the link, of another's record;
+ * seen not NULL (the peek's, on this transaction's snapshot): from what
+ * the peek saw while that still holds (still_seen). A failure after a
+ * write returns an LMDB-level error, so that the store aborts the
+ * transaction (a batch of the commit queue included) and no key of the
+ * call is written. */
 static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
-                     const resv__decision_t *d, resv_error_t *err, bool *ok) {
+                     const resv__decision_t *d, const resv__file_seen_t *seen,
+                     resv_error_t *err, bool *ok) {
   int rc = 0;
   bool wrote = false;
+  moved_t moved = {.n = 0, .unknown = seen == NULL};
   for (size_t i = 0; rc == 0 && *ok && i < r->nkeys; i++) {
     if (d[i].write == RESV__WRITE_NOTHING) continue;
     resv_request_t one = key_request(r, i);
     found_t f = {.peek = false};
     resv__view_t v;
-    if ((rc = lookup(txn, false, ft, &one.key, &f, err, ok)) || !*ok) break;
-    view_of(&f, &v);
-    if (d[i].write == RESV__WRITE_DELETE)
-      rc = del(txn, ft->dbi, &f);
-    else
-      rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
-    if (f.present) resv__file_rec_free(&f.rec);
+    bool looked = !(seen && still_seen(&seen[i], &d[i], &moved) &&
+                    from_seen(&one.key, &seen[i], &f, &v));
+    if (looked && (rc = lookup(txn, false, ft, &one.key, &f, err, ok)) == 0 && *ok)
+      view_of(&f, &v);
+    if (seen) note_write(&moved, &seen[i], &d[i]);
+    if (rc == 0 && *ok) {
+      if (d[i].write == RESV__WRITE_DELETE)
+        rc = del(txn, ft->dbi, &f);
+      else
+        rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
+    }
+    if (looked && f.present) resv__file_rec_free(&f.rec);
     if (rc == 0 && !*ok && wrote) rc = err->code == RESV_ENOMEM ? ENOMEM : MDB_CORRUPTED;
     wrote = true;
   }
   return rc;
 }
 
+/* A peek of a call of several keys that decided to write, on n keys found
+ * as f says: the plan of the write on the same snapshot (none past
+ * RESV__FILE_PLAN_KEYS keys). */
+static void plan_all(MDB_txn *txn, const found_t *f, const resv__decision_t *d, size_t n,
+                     resv__file_peek_t *peek) {
+  if (n > RESV__FILE_PLAN_KEYS) return;
+  peek->planned = true;
+  peek->txnid = mdb_txn_id(txn);
+  peek->nkeys = n;
+  for (size_t i = 0; i < n; i++) {
+    resv__file_seen_t *s = &peek->seen[i];
+    s->present = f[i].present;
+    s->placed = f[i].placed;
+    s->place = f[i].present ? (resv__file_place_t){f[i].rec.prev, false}
+               : f[i].placed ? f[i].place
+                             : (resv__file_place_t){0, false};
+    peek->decisions[i] = d[i];
+  }
+}
+
+/* What a call of several keys keeps per key: on the stack up to
+ * ALL_ON_STACK keys, else in one allocation. Few: a found_t has room for
+ * an LMDB key. */
+#define ALL_ON_STACK 4
+typedef struct per_key {
+  found_t f[ALL_ON_STACK];
+  resv__view_t v[ALL_ON_STACK];
+  resv__decision_t d[ALL_ON_STACK];
+} per_key_t;
+
 /* A reserve_all, confirm_all or abandon_all in txn: every key decided by
  * the rules (rules.c) on the records as the call found them and answered,
  * then the writes, all in the one transaction. peek not NULL: decide only,
- * and say whether any key would write (never planned). */
+ * and say whether any key would write, and plan the writes (plan_all). */
 static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *r,
                      int64_t now, int32_t max_holds, resv_answer_t *a, resv_error_t *err,
                      bool *ok, resv__file_peek_t *peek) {
   size_t n = r->nkeys, found = 0;
-  found_t *f = malloc(n * sizeof *f);
-  resv__view_t *v = malloc(n * sizeof *v);
-  resv__decision_t *d = malloc(n * sizeof *d);
+  per_key_t on_stack;
+  found_t *f = on_stack.f;
+  resv__view_t *v = on_stack.v;
+  resv__decision_t *d = on_stack.d;
   int32_t status;
   int rc = 0;
-  if (!f || !v || !d) {
-    *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
-    goto done;
+  if (n > ALL_ON_STACK) {
+    if (!(f = malloc(n * (sizeof *f + sizeof *v + sizeof *d)))) {
+      *ok = resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
+      return 0;
+    }
+    v = (resv__view_t *)(void *)(f + n);
+    d = (resv__decision_t *)(void *)(v + n);
   }
   rc = lookup_all(txn, peek != NULL, ft, r, f, v, &found, err, ok);
   if (rc || !*ok) goto done;
@@ -439,13 +536,12 @@ static int apply_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
         resv__rules_answer_all(v, d, status, r, a, err);
   for (size_t i = 0; *ok && peek && i < n; i++)
     peek->write_needed = peek->write_needed || d[i].write != RESV__WRITE_NOTHING;
-  if (*ok && !peek) rc = write_all(txn, ft, r, d, err, ok);
+  if (*ok && peek && peek->write_needed) plan_all(txn, f, d, n, peek);
+  if (*ok && !peek) rc = write_all(txn, ft, r, d, NULL, err, ok);
 done:
   for (size_t i = 0; i < found; i++)
     if (f[i].present) resv__file_rec_free(&f[i].rec);
-  free(d);
-  free(v);
-  free(f);
+  if (f != on_stack.f) free(f);
   return rc;
 }
 
@@ -467,7 +563,10 @@ int resv__file_apply(MDB_txn *txn, resv__file_type_t *ft,
                      const resv_request_t *r, int64_t now, int32_t max_holds,
                      resv_answer_t *a, resv_error_t *err, bool *ok,
                      resv__file_peek_t *peek) {
-  if (peek) peek->write_needed = peek->planned = false;
+  if (peek) {
+    peek->write_needed = peek->planned = false;
+    peek->nkeys = 0;
+  }
   if (resv__op_is_all(r->op))
     return apply_all(txn, ft, r, now, max_holds, a, err, ok, peek);
   found_t f;
@@ -492,6 +591,10 @@ int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_req
                              bool *done) {
   *done = false;
   if (!peek->planned || mdb_txn_id(txn) != peek->txnid + 1) return 0;
+  if (peek->nkeys) {
+    *ok = *done = true;
+    return write_all(txn, ft, r, peek->decisions, peek->seen, err, ok);
+  }
   found_t f;
   resv__view_t v = {.state = RESV_STATE_NONE};
   f.present = f.peek = false;

@@ -78,6 +78,14 @@ bool resv__rules_decide(const resv__view_t *v, const resv_request_t *r, int64_t 
 size_t resv__rules_holds(const resv__view_t *v, const resv__decision_t *d,
                          const resv_str_t *attempt, resv_str_t *out);
 
+/* True when resv__rules_holds reads v's holds for d (the record's holds
+ * kept, added to or pulled from); false when they are none or the
+ * attempt alone. */
+static inline bool resv__rules_holds_read_view(const resv__decision_t *d) {
+  return d->holds == RESV__HOLDS_KEEP || d->holds == RESV__HOLDS_ADD ||
+         d->holds == RESV__HOLDS_PULL;
+}
+
 /* Fills a as d says, from v and r (call it before the store writes: v's
  * strings point into what the write may move). Fails only for memory. */
 bool resv__rules_answer(const resv__view_t *v, const resv__decision_t *d,

@@ -374,6 +374,171 @@ START_TEST(every_write_keeps_the_chain_whole) {
 }
 END_TEST
 
+/* One call of several keys (op) of owner on the keys named in names. */
+static void call_all(resv_type_t *t, int32_t op, const char *const *names, size_t n,
+                     const char *owner, int32_t want) {
+  resv_key_t keys[4];
+  for (size_t i = 0; i < n; i++) keys[i] = test_key("email", names[i]);
+  resv_request_t r = {.op = op, .keys = keys, .nkeys = n, .owner = test_owner("", owner),
+                      .attempt = resv_cstr("a"), .ttl_ms = HOUR, .version = 1};
+  resv_answer_t a = {0};
+  resv_error_t err;
+  ck_assert_msg(resv_call(t, &r, &a, &err), "%s", err.message);
+  ck_assert_msg(a.status == want, "op %d on %s answered %s", (int)op, names[0],
+                resv_status_name(a.status));
+  resv_answer_clear(&a);
+}
+
+/* Calls of several keys whose keys are neighbours, so that writing one
+ * moves the place of the next, or relinks its record: new keys in one gap
+ * in key order (between two keys, and past the last), a new key just
+ * before a record of the same call, a long key (stored under its hash)
+ * first, neighbours deleted together. The chain stays whole and every
+ * key holds what the calls answered. */
+START_TEST(calls_of_several_keys_on_neighbours_keep_the_chain_whole) {
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  resv_type_t *t = type_of(s, "neighbours");
+  resv_answer_t a = {0};
+  char long_key[600];
+  memset(long_key, 'x', sizeof long_key - 1);
+  long_key[sizeof long_key - 1] = 0;
+  test_reserve(t, "b", "o", "a", HOUR, &a);
+  test_reserve(t, "h", "o", "a", HOUR, &a);
+  test_reserve(t, "m", "o", "a", HOUR, &a);
+  call_all(t, RESV_OP_RESERVE_ALL, (const char *[]){"c", "d", "e"}, 3, "A", RESV_RESERVED);
+  call_all(t, RESV_OP_RESERVE_ALL, (const char *[]){"y", "z"}, 2, "A", RESV_RESERVED);
+  call_all(t, RESV_OP_CONFIRM_ALL, (const char *[]){"g", "h"}, 2, "o", RESV_CONFIRMED);
+  call_all(t, RESV_OP_RESERVE_ALL, (const char *[]){long_key, "i", "j"}, 3, "A",
+           RESV_RESERVED);
+  call_all(t, RESV_OP_CONFIRM_ALL, (const char *[]){"c", "d"}, 2, "A", RESV_CONFIRMED);
+  call_all(t, RESV_OP_ABANDON_ALL, (const char *[]){"i", "j"}, 2, "A", RESV_ABANDONED);
+  call_all(t, RESV_OP_RESERVE_ALL, (const char *[]){"k", "l"}, 2, "A", RESV_RESERVED);
+  const struct {
+    const char *key, *owner;
+    int32_t status;
+  } want[] = {{"b", "o", RESV_PENDING},   {"c", "A", RESV_CONFIRMED}, {"d", "A", RESV_CONFIRMED},
+              {"e", "A", RESV_PENDING},   {"g", "o", RESV_CONFIRMED}, {"h", "o", RESV_CONFIRMED},
+              {"i", NULL, RESV_ABSENT},   {"j", NULL, RESV_ABSENT},   {"k", "A", RESV_PENDING},
+              {"l", "A", RESV_PENDING},   {"m", "o", RESV_PENDING},   {"y", "A", RESV_PENDING},
+              {"z", "A", RESV_PENDING},   {long_key, "A", RESV_PENDING}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    test_get(t, want[i].key, &a);
+    ck_assert_msg(a.status == want[i].status, "%.8s: %s", want[i].key,
+                  resv_status_name(a.status));
+    if (want[i].owner) ck_assert(test_str_is(a.owner_id, want[i].owner));
+  }
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  chain_count_t n;
+  with_lmdb("wow_reservation__test__neighbours", check_chain, &n);
+  ck_assert_uint_eq(n.records, 13); /* the format record and 12 keys */
+  ck_assert_uint_eq(n.unlinked, 0);
+}
+END_TEST
+
+/* ---- the plan of a peek --------------------------------------------------------- */
+
+/* The LMDB environment of the directory opened directly, and the state
+ * of the type of database db as file_ops.c takes it. */
+typedef struct direct {
+  MDB_env *env;
+  resv__file_type_t ft;
+} direct_t;
+
+static void direct_open(direct_t *l, const char *db) {
+  MDB_txn *txn;
+  memset(l, 0, sizeof *l);
+  ck_assert_int_eq(mdb_env_create(&l->env), 0);
+  mdb_env_set_maxdbs(l->env, 16);
+  mdb_env_set_mapsize(l->env, (size_t)1 << 30);
+  ck_assert_int_eq(mdb_env_open(l->env, dir, 0, 0660), 0);
+  ck_assert_int_eq(mdb_txn_begin(l->env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(mdb_dbi_open(txn, db, 0, &l->ft.dbi), 0);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  l->ft.collection = db;
+}
+
+/* r run by resv__file_apply in a write transaction of l, committed; its
+ * status. */
+static int32_t direct_write(direct_t *l, const resv_request_t *r) {
+  MDB_txn *txn;
+  resv_answer_t a = {0};
+  resv_error_t err;
+  bool ok;
+  ck_assert_int_eq(mdb_txn_begin(l->env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(resv__file_apply(txn, &l->ft, r, T0, 16, &a, &err, &ok, NULL), 0);
+  ck_assert_msg(ok, "%s", err.message);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  int32_t status = a.status;
+  resv_answer_clear(&a);
+  return status;
+}
+
+/* A reserve_all of two new keys peeks (a read-only transaction) and plans
+ * its writes; then, when another write commits between (a reserve of its
+ * second key by another owner), the plan is not written (the write
+ * decides again: a conflict, and the first key is not taken); when none
+ * does, the plan is written and the peek's answer stands. */
+START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
+  bool between = _i;
+  char aggregate[16], db[64];
+  snprintf(aggregate, sizeof aggregate, "plan%d", _i);
+  snprintf(db, sizeof db, "wow_reservation__test__%s", aggregate);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s, aggregate);
+  resv_answer_t a = {0};
+  resv_store_set_time(s, T0);
+  test_reserve(t, "m", "o", "a", HOUR, &a);
+  resv_store_close(s);
+
+  direct_t l;
+  direct_open(&l, db);
+  resv_key_t keys[2] = {test_key("email", "a"), test_key("email", "b")};
+  resv_request_t r = {.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = 2,
+                      .owner = test_owner("", "A"), .attempt = resv_cstr("a"),
+                      .ttl_ms = HOUR};
+  MDB_txn *txn;
+  resv__file_peek_t peek;
+  resv_error_t err;
+  bool ok, done;
+  ck_assert_int_eq(mdb_txn_begin(l.env, NULL, MDB_RDONLY, &txn), 0);
+  ck_assert_int_eq(resv__file_apply(txn, &l.ft, &r, T0, 16, &a, &err, &ok, &peek), 0);
+  mdb_txn_abort(txn);
+  ck_assert_msg(ok, "%s", err.message);
+  ck_assert(peek.write_needed && peek.planned);
+  ck_assert_int_eq(a.status, RESV_RESERVED);
+  if (between) {
+    resv_request_t other = {.op = RESV_OP_RESERVE, .key = keys[1],
+                            .owner = test_owner("", "B"), .attempt = resv_cstr("b"),
+                            .ttl_ms = HOUR};
+    ck_assert_int_eq(direct_write(&l, &other), RESV_RESERVED);
+  }
+  ck_assert_int_eq(mdb_txn_begin(l.env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(resv__file_apply_planned(txn, &l.ft, &r, &peek, &err, &ok, &done), 0);
+  ck_assert_msg(done == !between, "the plan was %swritten", done ? "" : "not ");
+  if (!done) ck_assert_int_eq(resv__file_apply(txn, &l.ft, &r, T0, 16, &a, &err, &ok, NULL), 0);
+  ck_assert_msg(ok, "%s", err.message);
+  ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_RESERVED);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  mdb_env_close(l.env);
+
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  t = type_of(s, aggregate);
+  test_get(t, "a", &a);
+  ck_assert_int_eq(a.status, between ? RESV_ABSENT : RESV_PENDING);
+  test_get(t, "b", &a);
+  ck_assert_int_eq(a.status, RESV_PENDING);
+  ck_assert(test_str_is(a.owner_id, between ? "B" : "A"));
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  chain_count_t n;
+  with_lmdb(db, check_chain, &n);
+  ck_assert_uint_eq(n.records, between ? 3 : 4);
+}
+END_TEST
+
 /* ---- flipped bits --------------------------------------------------------------- */
 
 #define FLIP_KEYS 2000
@@ -584,7 +749,11 @@ Suite *file_records_suite(void) {
       a_damaged_record_answers_format_naming_type_and_key,
       a_record_is_encoded_as_its_layout_says,
       a_store_of_format_1_is_upgraded_at_open, every_write_keeps_the_chain_whole,
+      calls_of_several_keys_on_neighbours_keep_the_chain_whole,
       flipped_bits_never_give_a_wrong_answer_8, flipped_bits_never_give_a_wrong_answer_64,
       NULL};
-  return test_suite("file_records", "records", 300, setup, teardown, tests);
+  Suite *s = test_suite("file_records", "records", 300, setup, teardown, tests);
+  TCase *plan = test_tcase(s, "plan", 60, setup, teardown, (const TTest *[]){NULL});
+  tcase_add_loop_test(plan, a_plan_of_several_keys_is_written_only_on_its_own_snapshot, 0, 2);
+  return s;
 }
