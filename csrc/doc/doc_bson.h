@@ -34,23 +34,26 @@
 #define RESV__BW_INLINE 4096
 
 /* While a template is recorded (doc_template.h), rec is set and the
- * writer tells it where each string, int64 and document went. */
+ * writer tells it, through its hooks, where each string, int64 and
+ * document went: a string s of len bytes, or an int64 v, is about to be
+ * written at w->len; the document or array begun at offset at has just
+ * ended. The writer knows the hooks only by their pointers. */
+struct resv__bw;
 struct resv__bw_rec;
+typedef struct resv__bw_hooks {
+  void (*utf8)(struct resv__bw *w, const char *s, size_t len);
+  void (*int64)(struct resv__bw *w, int64_t v);
+  void (*end)(struct resv__bw *w, size_t at);
+} resv__bw_hooks_t;
 
 typedef struct resv__bw {
   uint8_t *buf; /* inline_ or a bson_malloc'd copy */
   size_t len;
   size_t cap;
-  struct resv__bw_rec *rec; /* NULL but while a template is recorded */
+  struct resv__bw_rec *rec;      /* NULL but while a template is recorded */
+  const resv__bw_hooks_t *hooks; /* rec's */
   uint8_t inline_[RESV__BW_INLINE];
 } resv__bw_t;
-
-/* The recorder's side (doc_template.c): a string s of len bytes, or an
- * int64 v, is about to be written at w->len; the document or array begun
- * at offset at has just ended. */
-void resv__bw_rec_utf8(resv__bw_t *w, const char *s, size_t len);
-void resv__bw_rec_int64(resv__bw_t *w, int64_t v);
-void resv__bw_rec_end(resv__bw_t *w, size_t at);
 
 static inline void resv__bw_reserve(resv__bw_t *w, size_t more) {
   size_t need = w->len + more;
@@ -88,6 +91,7 @@ static inline void resv__bw_init(resv__bw_t *w) {
   w->cap = sizeof w->inline_;
   w->len = 4; /* the length, written by resv__bw_finish */
   w->rec = NULL;
+  w->hooks = NULL;
 }
 
 /* Starts an embedded document (type 3) or array (type 4) under key; the
@@ -116,14 +120,14 @@ static inline void resv__bw_end(resv__bw_t *w, size_t at) {
   w->buf[w->len++] = 0;
   resv__bw_put_u32(w->buf + at, (uint32_t)(w->len - at));
   if (w->rec)
-    resv__bw_rec_end(w, at);
+    w->hooks->end(w, at);
 }
 
 static inline void resv__bw_utf8(resv__bw_t *w, const char *key,
                                  size_t key_len, const char *s, size_t len) {
   resv__bw_head(w, 0x02, key, key_len, 4 + len + 1);
   if (w->rec)
-    resv__bw_rec_utf8(w, s, len);
+    w->hooks->utf8(w, s, len);
   resv__bw_put_u32(w->buf + w->len, (uint32_t)(len + 1));
   w->len += 4;
   if (len)
@@ -145,7 +149,7 @@ static inline void resv__bw_int64(resv__bw_t *w, const char *key,
   uint64_t le = BSON_UINT64_TO_LE((uint64_t)v);
   resv__bw_head(w, 0x12, key, key_len, 8);
   if (w->rec)
-    resv__bw_rec_int64(w, v);
+    w->hooks->int64(w, v);
   memcpy(w->buf + w->len, &le, 8);
   w->len += 8;
 }

@@ -21,7 +21,7 @@ static void add_slot(resv__tpl_t *t, size_t at, size_t tlen, bool is_int, size_t
   s->value = (uint8_t)value;
 }
 
-void resv__bw_rec_utf8(resv__bw_t *w, const char *s, size_t len) {
+static void rec_utf8(resv__bw_t *w, const char *s, size_t len) {
   resv__bw_rec_t *rec = w->rec;
   for (size_t i = 0; i < rec->nstrs; i++)
     if (s == rec->strs[i]) {
@@ -31,7 +31,7 @@ void resv__bw_rec_utf8(resv__bw_t *w, const char *s, size_t len) {
     }
 }
 
-void resv__bw_rec_int64(resv__bw_t *w, int64_t v) {
+static void rec_int64(resv__bw_t *w, int64_t v) {
   resv__bw_rec_t *rec = w->rec;
   for (size_t i = 0; i < rec->nints; i++)
     if (v == rec->ints[i]) {
@@ -40,7 +40,7 @@ void resv__bw_rec_int64(resv__bw_t *w, int64_t v) {
     }
 }
 
-void resv__bw_rec_end(resv__bw_t *w, size_t at) {
+static void rec_end(resv__bw_t *w, size_t at) {
   resv__bw_rec_t *rec = w->rec;
   resv__tpl_t *t = rec->tpl;
   if (at < rec->base)
@@ -64,12 +64,16 @@ void resv__bw_rec_end(resv__bw_t *w, size_t at) {
   f->last = (uint16_t)t->nslots;
 }
 
+/* The writer's hooks while it records. */
+static const resv__bw_hooks_t recorder = {.utf8 = rec_utf8, .int64 = rec_int64, .end = rec_end};
+
 void resv__tpl_record_begin(resv__bw_rec_t *rec, resv__tpl_t *t, resv__bw_t *w) {
   memset(t, 0, sizeof *t);
   t->nstrs = rec->nstrs;
   rec->tpl = t;
   rec->base = w->len;
   w->rec = rec;
+  w->hooks = &recorder;
 }
 
 void resv__tpl_record_end(resv__bw_rec_t *rec, resv__bw_t *w) {
@@ -78,6 +82,7 @@ void resv__tpl_record_end(resv__bw_rec_t *rec, resv__bw_t *w) {
   t->bytes = bson_malloc(t->len ? t->len : 1);
   memcpy(t->bytes, w->buf + rec->base, t->len);
   w->rec = NULL;
+  w->hooks = NULL;
 }
 
 /* Writes the string element value v at out; returns its end. */
