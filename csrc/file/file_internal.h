@@ -70,8 +70,9 @@ typedef struct resv__file_seen {
  * rules decided on snapshot txnid what the call writes, and a write
  * transaction on that same snapshot (nothing committed since, so its id
  * is txnid + 1) writes it without deciding again, and the read's answer
- * stands (resv__file_apply_planned). One key: found absent (its gap
- * proven), its new record is written without looking the key up again.
+ * stands (resv__file_apply_planned). One key: its new record, its record
+ * rewritten without the holds it had (a confirm, a new owner's) or its
+ * delete is written without looking the key up again.
  * A call of several keys (nkeys of them): each key's decision, and what
  * the peek found of it (seen), which a write takes instead of looking the
  * key up again while no write of the call before it could have changed
@@ -80,7 +81,8 @@ typedef struct resv__file_peek {
   bool write_needed;
   bool planned;
   size_t txnid;
-  bool placed; /* place is where the key goes (its gap proven) */
+  bool present; /* one key: its record is there (place.prev its link) */
+  bool placed;  /* one key absent: place is where it goes (its gap proven) */
   resv__file_place_t place;
   resv__decision_t decision;
   size_t key_len;

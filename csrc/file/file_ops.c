@@ -545,15 +545,21 @@ done:
   return rc;
 }
 
-/* A peek that found the key absent and decided a new record: what the
- * write on the same snapshot is to write. */
+/* A peek that decided a write the same snapshot can make without looking
+ * the key up again: a new record, a record rewritten without its holds
+ * (which live in the peek's pages), or a delete (which finds its record
+ * itself). What the write is to write. */
 static void plan(MDB_txn *txn, const found_t *f, const resv__decision_t *d,
                  resv__file_peek_t *peek) {
-  if (f->present || d->write != RESV__WRITE_RECORD) return;
+  bool can = d->write == RESV__WRITE_RECORD
+                 ? !(f->present && resv__rules_holds_read_view(d))
+                 : d->write == RESV__WRITE_DELETE && f->present;
+  if (!can) return;
   peek->planned = true;
   peek->txnid = mdb_txn_id(txn);
+  peek->present = f->present;
   peek->placed = f->placed;
-  peek->place = f->place;
+  peek->place = f->present ? (resv__file_place_t){f->rec.prev, false} : f->place;
   peek->decision = *d;
   peek->key_len = f->key_len;
   memcpy(peek->key, f->key, f->key_len);
@@ -596,13 +602,17 @@ int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_req
     return write_all(txn, ft, r, peek->decisions, peek->seen, err, ok);
   }
   found_t f;
-  resv__view_t v = {.state = RESV_STATE_NONE};
-  f.present = f.peek = false;
+  resv__view_t v = {.state = RESV_STATE_NONE}; /* its holds are not read (plan) */
+  f.peek = false;
+  f.present = peek->present;
   f.placed = peek->placed;
   f.place = peek->place;
+  f.rec.prev = peek->place.prev;
+  f.rec.nholds = 0;
   f.key_len = peek->key_len;
   memcpy(f.key, peek->key, peek->key_len);
   *ok = *done = true;
+  if (peek->decision.write == RESV__WRITE_DELETE) return del(txn, ft->dbi, &f);
   return put_decided(txn, ft->dbi, &f, &v, &peek->decision, r, err, ok);
 }
 
