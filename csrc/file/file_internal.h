@@ -50,10 +50,9 @@ typedef struct resv__file_place {
   bool tail;
 } resv__file_place_t;
 
-/* What the peek of a call of several keys found of a key: a record
- * (present), or none and its gap proven (placed). place.prev is the link
- * of the key before the record or its place; place.tail is a placed
- * key's. */
+/* What a peek found of a key: a record (present), or none and, when its
+ * gap was proven (placed), where it goes. place.prev is the link of the
+ * key before the record or its place; place.tail is a placed key's. */
 typedef struct resv__file_seen {
   bool present;
   bool placed;
@@ -70,23 +69,20 @@ typedef struct resv__file_seen {
  * rules decided on snapshot txnid what the call writes, and a write
  * transaction on that same snapshot (nothing committed since, so its id
  * is txnid + 1) writes it without deciding again, and the read's answer
- * stands (resv__file_apply_planned). One key: its new record, its record
- * rewritten without the holds it had (a confirm, a new owner's) or its
- * delete is written without looking the key up again.
- * A call of several keys (nkeys of them): each key's decision, and what
- * the peek found of it (seen), which a write takes instead of looking the
- * key up again while no write of the call before it could have changed
- * that (file_ops.c says when). */
+ * stands (resv__file_apply_planned): each key's decision (decisions) and
+ * what the peek found of it (seen). One key (nkeys 0: seen[0],
+ * decisions[0], and its LMDB key): its new record, its record rewritten
+ * without the holds it had (a confirm, a new owner's) or its delete is
+ * written without looking the key up again. A call of several keys
+ * (nkeys of them): a write takes what the peek found instead of looking
+ * the key up again while no write of the call before it could have
+ * changed that (file_ops.c says when). */
 typedef struct resv__file_peek {
   bool write_needed;
   bool planned;
   size_t txnid;
-  bool present; /* one key: its record is there (place.prev its link) */
-  bool placed;  /* one key absent: place is where it goes (its gap proven) */
-  resv__file_place_t place;
-  resv__decision_t decision;
   size_t key_len;
-  unsigned char key[RESV__FILE_KEY_MAX + 1]; /* the LMDB key the record takes */
+  unsigned char key[RESV__FILE_KEY_MAX + 1]; /* one key: the LMDB key the record takes */
   size_t nkeys;                              /* several keys: 0 for one */
   resv__decision_t decisions[RESV__FILE_PLAN_KEYS];
   resv__file_seen_t seen[RESV__FILE_PLAN_KEYS];

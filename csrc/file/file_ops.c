@@ -350,6 +350,14 @@ static int put_decided(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv__view_t
   return rc;
 }
 
+/* Writes decision d (a delete or a record) on the record f found. */
+static int write_decided(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv__view_t *v,
+                         const resv__decision_t *d, const resv_request_t *r,
+                         resv_error_t *err, bool *ok) {
+  if (d->write == RESV__WRITE_DELETE) return del(txn, dbi, f);
+  return put_decided(txn, dbi, f, v, d, r, err, ok);
+}
+
 /* The request decided by the rules (rules.c), answered from the record as
  * it is (a write may move the pages it points into), then written. */
 static int decide(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r,
@@ -360,8 +368,41 @@ static int decide(MDB_txn *txn, MDB_dbi dbi, found_t *f, const resv_request_t *r
   *ok = resv__rules_decide(&v, r, now, max_holds, d, err) &&
         resv__rules_answer(&v, d, r, a, err);
   if (!*ok || d->write == RESV__WRITE_NOTHING) return 0;
-  if (d->write == RESV__WRITE_DELETE) return del(txn, dbi, f);
-  return put_decided(txn, dbi, f, &v, d, r, err, ok);
+  return write_decided(txn, dbi, f, &v, d, r, err, ok);
+}
+
+/* ---- plans: a write that takes what its peek found -------------------- */
+
+/* What the peek found of a key (f), for its write. */
+static resv__file_seen_t seen_of(const found_t *f) {
+  resv__file_seen_t s = {.present = f->present, .placed = f->placed};
+  if (f->present)
+    s.place = (resv__file_place_t){f->rec.prev, false};
+  else if (f->placed)
+    s.place = f->place;
+  return s;
+}
+
+/* Whether the write d of a key the peek found (present or not) may take
+ * what the peek saw instead of looking the key up again: a new record, a
+ * record rewritten without its holds (those the peek saw live in its
+ * pages) or deleted (the delete finds its record itself). */
+static bool takes_seen(bool present, const resv__decision_t *d) {
+  return d->write == RESV__WRITE_RECORD ? !(present && resv__rules_holds_read_view(d))
+                                        : d->write == RESV__WRITE_DELETE && present;
+}
+
+/* f and v as the peek saw the key (s), f's LMDB key left to the caller.
+ * A record's holds are not read (takes_seen), so v shows none. */
+static void found_from(const resv__file_seen_t *s, found_t *f, resv__view_t *v) {
+  f->peek = false;
+  f->present = s->present;
+  f->placed = s->placed;
+  f->place = s->place;
+  f->rec.prev = s->place.prev;
+  f->rec.holds = NULL;
+  f->rec.nholds = 0;
+  *v = (resv__view_t){.state = RESV_STATE_NONE};
 }
 
 /* ---- several keys ------------------------------------------------------ */
@@ -407,10 +448,7 @@ typedef struct moved {
  * same link before it), nor changed the chain otherwise. */
 static bool still_seen(const resv__file_seen_t *s, const resv__decision_t *d,
                        const moved_t *m) {
-  if (m->unknown) return false;
-  if (s->present ? d->write == RESV__WRITE_RECORD && resv__rules_holds_read_view(d)
-                 : !s->placed)
-    return false;
+  if (m->unknown || !takes_seen(s->present, d) || (!s->present && !s->placed)) return false;
   for (size_t j = 0; j < m->n; j++)
     if (m->before[j] == s->place.prev) return false;
   return true;
@@ -427,18 +465,11 @@ static void note_write(moved_t *m, const resv__file_seen_t *s, const resv__decis
 }
 
 /* f and v of key k as the peek saw it (s, still_seen), without a lookup:
- * false for a hashed key, whose LMDB key only a lookup finds. A record's
- * holds are not read (still_seen), so v shows none. */
+ * false for a hashed key, whose LMDB key only a lookup finds. */
 static bool from_seen(const resv_key_t *k, const resv__file_seen_t *s, found_t *f,
                       resv__view_t *v) {
   if (!(f->key_len = direct_key(k, f->key))) return false;
-  f->present = s->present;
-  f->placed = s->placed;
-  f->place = s->place;
-  f->rec.prev = s->place.prev;
-  f->rec.holds = NULL;
-  f->rec.nholds = 0;
-  *v = (resv__view_t){.state = RESV_STATE_NONE};
+  found_from(s, f, v);
   return true;
 }
 
@@ -465,12 +496,7 @@ static int write_all(MDB_txn *txn, resv__file_type_t *ft, const resv_request_t *
     if (looked && (rc = lookup(txn, false, ft, &one.key, &f, err, ok)) == 0 && *ok)
       view_of(&f, &v);
     if (seen) note_write(&moved, &seen[i], &d[i]);
-    if (rc == 0 && *ok) {
-      if (d[i].write == RESV__WRITE_DELETE)
-        rc = del(txn, ft->dbi, &f);
-      else
-        rc = put_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
-    }
+    if (rc == 0 && *ok) rc = write_decided(txn, ft->dbi, &f, &v, &d[i], &one, err, ok);
     if (looked && f.present) resv__file_rec_free(&f.rec);
     if (rc == 0 && !*ok && wrote) rc = err->code == RESV_ENOMEM ? ENOMEM : MDB_CORRUPTED;
     wrote = true;
@@ -488,12 +514,7 @@ static void plan_all(MDB_txn *txn, const found_t *f, const resv__decision_t *d, 
   peek->txnid = mdb_txn_id(txn);
   peek->nkeys = n;
   for (size_t i = 0; i < n; i++) {
-    resv__file_seen_t *s = &peek->seen[i];
-    s->present = f[i].present;
-    s->placed = f[i].placed;
-    s->place = f[i].present ? (resv__file_place_t){f[i].rec.prev, false}
-               : f[i].placed ? f[i].place
-                             : (resv__file_place_t){0, false};
+    peek->seen[i] = seen_of(&f[i]);
     peek->decisions[i] = d[i];
   }
 }
@@ -545,22 +566,16 @@ done:
   return rc;
 }
 
-/* A peek that decided a write the same snapshot can make without looking
- * the key up again: a new record, a record rewritten without its holds
- * (which live in the peek's pages), or a delete (which finds its record
- * itself). What the write is to write. */
+/* A peek of one key that decided a write the same snapshot can make
+ * without looking the key up again (takes_seen): what the write is to
+ * write. */
 static void plan(MDB_txn *txn, const found_t *f, const resv__decision_t *d,
                  resv__file_peek_t *peek) {
-  bool can = d->write == RESV__WRITE_RECORD
-                 ? !(f->present && resv__rules_holds_read_view(d))
-                 : d->write == RESV__WRITE_DELETE && f->present;
-  if (!can) return;
+  if (!takes_seen(f->present, d)) return;
   peek->planned = true;
   peek->txnid = mdb_txn_id(txn);
-  peek->present = f->present;
-  peek->placed = f->placed;
-  peek->place = f->present ? (resv__file_place_t){f->rec.prev, false} : f->place;
-  peek->decision = *d;
+  peek->seen[0] = seen_of(f);
+  peek->decisions[0] = *d;
   peek->key_len = f->key_len;
   memcpy(peek->key, f->key, f->key_len);
 }
@@ -602,18 +617,12 @@ int resv__file_apply_planned(MDB_txn *txn, resv__file_type_t *ft, const resv_req
     return write_all(txn, ft, r, peek->decisions, peek->seen, err, ok);
   }
   found_t f;
-  resv__view_t v = {.state = RESV_STATE_NONE}; /* its holds are not read (plan) */
-  f.peek = false;
-  f.present = peek->present;
-  f.placed = peek->placed;
-  f.place = peek->place;
-  f.rec.prev = peek->place.prev;
-  f.rec.nholds = 0;
+  resv__view_t v;
+  found_from(&peek->seen[0], &f, &v);
   f.key_len = peek->key_len;
   memcpy(f.key, peek->key, peek->key_len);
   *ok = *done = true;
-  if (peek->decision.write == RESV__WRITE_DELETE) return del(txn, ft->dbi, &f);
-  return put_decided(txn, ft->dbi, &f, &v, &peek->decision, r, err, ok);
+  return write_decided(txn, ft->dbi, &f, &v, &peek->decisions[0], r, err, ok);
 }
 
 /* ---- copying ----------------------------------------------------------- */
