@@ -475,6 +475,35 @@ static int32_t direct_write(direct_t *l, const resv_request_t *r) {
   return status;
 }
 
+/* r peeked in a read-only transaction of l, as a store's write does
+ * first: the plan in *peek, the answer in *a. */
+static void direct_peek(direct_t *l, const resv_request_t *r, resv__file_peek_t *peek,
+                        resv_answer_t *a) {
+  MDB_txn *txn;
+  resv_error_t err;
+  bool ok;
+  ck_assert_int_eq(mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn), 0);
+  ck_assert_int_eq(resv__file_apply(txn, &l->ft, r, T0, 16, a, &err, &ok, peek), 0);
+  mdb_txn_abort(txn);
+  ck_assert_msg(ok, "%s", err.message);
+  ck_assert(peek->write_needed && peek->planned);
+}
+
+/* The write that follows a peek, committed: the plan when it is still on
+ * its snapshot (true), else r decided again (*a its answer). */
+static bool direct_write_planned(direct_t *l, const resv_request_t *r,
+                                 const resv__file_peek_t *peek, resv_answer_t *a) {
+  MDB_txn *txn;
+  resv_error_t err;
+  bool ok, done;
+  ck_assert_int_eq(mdb_txn_begin(l->env, NULL, 0, &txn), 0);
+  ck_assert_int_eq(resv__file_apply_planned(txn, &l->ft, r, peek, &err, &ok, &done), 0);
+  if (!done) ck_assert_int_eq(resv__file_apply(txn, &l->ft, r, T0, 16, a, &err, &ok, NULL), 0);
+  ck_assert_msg(ok, "%s", err.message);
+  ck_assert_int_eq(mdb_txn_commit(txn), 0);
+  return done;
+}
+
 /* A reserve_all of two new keys peeks (a read-only transaction) and plans
  * its writes; then, when another write commits between (a reserve of its
  * second key by another owner), the plan is not written (the write
@@ -498,15 +527,8 @@ START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
   resv_request_t r = {.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = 2,
                       .owner = test_owner("", "A"), .attempt = resv_cstr("a"),
                       .ttl_ms = HOUR};
-  MDB_txn *txn;
   resv__file_peek_t peek;
-  resv_error_t err;
-  bool ok, done;
-  ck_assert_int_eq(mdb_txn_begin(l.env, NULL, MDB_RDONLY, &txn), 0);
-  ck_assert_int_eq(resv__file_apply(txn, &l.ft, &r, T0, 16, &a, &err, &ok, &peek), 0);
-  mdb_txn_abort(txn);
-  ck_assert_msg(ok, "%s", err.message);
-  ck_assert(peek.write_needed && peek.planned);
+  direct_peek(&l, &r, &peek, &a);
   ck_assert_int_eq(a.status, RESV_RESERVED);
   if (between) {
     resv_request_t other = {.op = RESV_OP_RESERVE, .key = keys[1],
@@ -514,13 +536,9 @@ START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
                             .ttl_ms = HOUR};
     ck_assert_int_eq(direct_write(&l, &other), RESV_RESERVED);
   }
-  ck_assert_int_eq(mdb_txn_begin(l.env, NULL, 0, &txn), 0);
-  ck_assert_int_eq(resv__file_apply_planned(txn, &l.ft, &r, &peek, &err, &ok, &done), 0);
+  bool done = direct_write_planned(&l, &r, &peek, &a);
   ck_assert_msg(done == !between, "the plan was %swritten", done ? "" : "not ");
-  if (!done) ck_assert_int_eq(resv__file_apply(txn, &l.ft, &r, T0, 16, &a, &err, &ok, NULL), 0);
-  ck_assert_msg(ok, "%s", err.message);
   ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_RESERVED);
-  ck_assert_int_eq(mdb_txn_commit(txn), 0);
   mdb_env_close(l.env);
 
   s = test_open_file(dir, RESV_SYNC_PROCESS);
@@ -536,6 +554,58 @@ START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
   chain_count_t n;
   with_lmdb(db, check_chain, &n);
   ck_assert_uint_eq(n.records, between ? 3 : 4);
+}
+END_TEST
+
+/* A confirm of one's pending reservation peeks and plans to rewrite the
+ * record (without its holds); then, when another process's writes commit
+ * between (the owner abandons, another reserves the key), the plan is not
+ * written and the confirm, decided again, is a conflict that leaves the
+ * other's reservation as it is; when none do, the plan confirms it. */
+START_TEST(a_plan_of_one_key_is_written_only_on_its_own_snapshot) {
+  bool between = _i;
+  char aggregate[16], db[64];
+  snprintf(aggregate, sizeof aggregate, "one%d", _i);
+  snprintf(db, sizeof db, "wow_reservation__test__%s", aggregate);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = type_of(s, aggregate);
+  resv_answer_t a = {0};
+  resv_store_set_time(s, T0);
+  test_reserve(t, "c", "A", "a", HOUR, &a);
+  resv_store_close(s);
+
+  direct_t l;
+  direct_open(&l, db);
+  resv_request_t confirm = {.op = RESV_OP_CONFIRM, .key = test_key("email", "c"),
+                            .owner = test_owner("", "A")};
+  resv__file_peek_t peek;
+  direct_peek(&l, &confirm, &peek, &a);
+  ck_assert_int_eq(a.status, RESV_CONFIRMED);
+  if (between) {
+    resv_request_t abandon = {.op = RESV_OP_ABANDON, .key = confirm.key,
+                              .owner = confirm.owner, .attempt = resv_cstr("a")};
+    resv_request_t other = {.op = RESV_OP_RESERVE, .key = confirm.key,
+                            .owner = test_owner("", "B"), .attempt = resv_cstr("b"),
+                            .ttl_ms = HOUR};
+    ck_assert_int_eq(direct_write(&l, &abandon), RESV_ABANDONED);
+    ck_assert_int_eq(direct_write(&l, &other), RESV_RESERVED);
+  }
+  bool done = direct_write_planned(&l, &confirm, &peek, &a);
+  ck_assert_msg(done == !between, "the plan was %swritten", done ? "" : "not ");
+  ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_CONFIRMED);
+  mdb_env_close(l.env);
+
+  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  t = type_of(s, aggregate);
+  test_get(t, "c", &a);
+  ck_assert_int_eq(a.status, between ? RESV_PENDING : RESV_CONFIRMED);
+  ck_assert(test_str_is(a.owner_id, between ? "B" : "A"));
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  chain_count_t n;
+  with_lmdb(db, check_chain, &n);
+  ck_assert_uint_eq(n.records, 2);
 }
 END_TEST
 
@@ -755,5 +825,6 @@ Suite *file_records_suite(void) {
   Suite *s = test_suite("file_records", "records", 300, setup, teardown, tests);
   TCase *plan = test_tcase(s, "plan", 60, setup, teardown, (const TTest *[]){NULL});
   tcase_add_loop_test(plan, a_plan_of_several_keys_is_written_only_on_its_own_snapshot, 0, 2);
+  tcase_add_loop_test(plan, a_plan_of_one_key_is_written_only_on_its_own_snapshot, 0, 2);
   return s;
 }
