@@ -444,19 +444,38 @@ END_TEST
 typedef struct direct {
   MDB_env *env;
   resv__file_type_t ft;
+  char db[64];
 } direct_t;
 
 static void direct_open(direct_t *l, const char *db) {
   MDB_txn *txn;
   memset(l, 0, sizeof *l);
+  snprintf(l->db, sizeof l->db, "%s", db);
   ck_assert_int_eq(mdb_env_create(&l->env), 0);
   mdb_env_set_maxdbs(l->env, 16);
   mdb_env_set_mapsize(l->env, (size_t)1 << 30);
   ck_assert_int_eq(mdb_env_open(l->env, dir, 0, 0660), 0);
   ck_assert_int_eq(mdb_txn_begin(l->env, NULL, 0, &txn), 0);
-  ck_assert_int_eq(mdb_dbi_open(txn, db, 0, &l->ft.dbi), 0);
+  ck_assert_int_eq(mdb_dbi_open(txn, l->db, 0, &l->ft.dbi), 0);
   ck_assert_int_eq(mdb_txn_commit(txn), 0);
-  l->ft.collection = db;
+  l->ft.collection = l->db;
+}
+
+/* The type aggregate (made of prefix and i) with key reserved by owner
+ * (attempt "a") through a store, closed; then its database opened
+ * directly into l. */
+static void direct_type(const char *prefix, int i, const char *key, const char *owner,
+                        char aggregate[16], direct_t *l) {
+  char db[64];
+  snprintf(aggregate, 16, "%s%d", prefix, i);
+  snprintf(db, sizeof db, "wow_reservation__test__%s", aggregate);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  resv_store_set_time(s, T0);
+  test_reserve(type_of(s, aggregate), key, owner, "a", HOUR, &a);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  direct_open(l, db);
 }
 
 /* r run by resv__file_apply in a write transaction of l, committed; its
@@ -511,18 +530,10 @@ static bool direct_write_planned(direct_t *l, const resv_request_t *r,
  * does, the plan is written and the peek's answer stands. */
 START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
   bool between = _i;
-  char aggregate[16], db[64];
-  snprintf(aggregate, sizeof aggregate, "plan%d", _i);
-  snprintf(db, sizeof db, "wow_reservation__test__%s", aggregate);
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_type_t *t = type_of(s, aggregate);
-  resv_answer_t a = {0};
-  resv_store_set_time(s, T0);
-  test_reserve(t, "m", "o", "a", HOUR, &a);
-  resv_store_close(s);
-
+  char aggregate[16];
   direct_t l;
-  direct_open(&l, db);
+  direct_type("plan", _i, "m", "o", aggregate, &l);
+  resv_answer_t a = {0};
   resv_key_t keys[2] = {test_key("email", "a"), test_key("email", "b")};
   resv_request_t r = {.op = RESV_OP_RESERVE_ALL, .keys = keys, .nkeys = 2,
                       .owner = test_owner("", "A"), .attempt = resv_cstr("a"),
@@ -541,9 +552,9 @@ START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
   ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_RESERVED);
   mdb_env_close(l.env);
 
-  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_store_set_time(s, T0);
-  t = type_of(s, aggregate);
+  resv_type_t *t = type_of(s, aggregate);
   test_get(t, "a", &a);
   ck_assert_int_eq(a.status, between ? RESV_ABSENT : RESV_PENDING);
   test_get(t, "b", &a);
@@ -552,7 +563,7 @@ START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
   resv_answer_clear(&a);
   resv_store_close(s);
   chain_count_t n;
-  with_lmdb(db, check_chain, &n);
+  with_lmdb(l.db, check_chain, &n);
   ck_assert_uint_eq(n.records, between ? 3 : 4);
 }
 END_TEST
@@ -564,18 +575,10 @@ END_TEST
  * other's reservation as it is; when none do, the plan confirms it. */
 START_TEST(a_plan_of_one_key_is_written_only_on_its_own_snapshot) {
   bool between = _i;
-  char aggregate[16], db[64];
-  snprintf(aggregate, sizeof aggregate, "one%d", _i);
-  snprintf(db, sizeof db, "wow_reservation__test__%s", aggregate);
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_type_t *t = type_of(s, aggregate);
-  resv_answer_t a = {0};
-  resv_store_set_time(s, T0);
-  test_reserve(t, "c", "A", "a", HOUR, &a);
-  resv_store_close(s);
-
+  char aggregate[16];
   direct_t l;
-  direct_open(&l, db);
+  direct_type("one", _i, "c", "A", aggregate, &l);
+  resv_answer_t a = {0};
   resv_request_t confirm = {.op = RESV_OP_CONFIRM, .key = test_key("email", "c"),
                             .owner = test_owner("", "A")};
   resv__file_peek_t peek;
@@ -595,16 +598,16 @@ START_TEST(a_plan_of_one_key_is_written_only_on_its_own_snapshot) {
   ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_CONFIRMED);
   mdb_env_close(l.env);
 
-  s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_store_set_time(s, T0);
-  t = type_of(s, aggregate);
+  resv_type_t *t = type_of(s, aggregate);
   test_get(t, "c", &a);
   ck_assert_int_eq(a.status, between ? RESV_PENDING : RESV_CONFIRMED);
   ck_assert(test_str_is(a.owner_id, between ? "B" : "A"));
   resv_answer_clear(&a);
   resv_store_close(s);
   chain_count_t n;
-  with_lmdb(db, check_chain, &n);
+  with_lmdb(l.db, check_chain, &n);
   ck_assert_uint_eq(n.records, 2);
 }
 END_TEST
