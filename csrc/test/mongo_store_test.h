@@ -51,6 +51,8 @@ static inline bool call_fails(resv_type_t *t, const resv_request_t *r, int32_t c
 
 /* The call tests (test_mongo_calls.c), added to the "store" test case. */
 void mongo_store_add_call_tests(TCase *tc);
+/* test_mongo_conforms.c */
+void mongo_store_add_conforms_tests(TCase *tc);
 /* The sharded tests (test_mongo_sharded.c): the "sharded" test case. */
 void mongo_store_add_sharded_tests(TCase *tc);
 

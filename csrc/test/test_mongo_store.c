@@ -483,7 +483,9 @@ Suite *mongo_store_suite(void) {
       test_the_read_after_a_duplicate_key_is_local_and_names_the_shard_key,
       test_a_collection_dropped_under_a_running_store_is_set_up_again,
       test_database_is_the_option_else_the_uris_else_resv, test_password_never_shows, NULL};
-  mongo_store_add_call_tests(test_tcase(s, "store", 60, NULL, NULL, store_tests));
+  TCase *store = test_tcase(s, "store", 60, NULL, NULL, store_tests);
+  mongo_store_add_call_tests(store);
+  mongo_store_add_conforms_tests(store);
   const TTest *none[] = {NULL};
   mongo_store_add_sharded_tests(test_tcase(s, "sharded", 60, NULL, NULL, none));
   return s;
