@@ -12,6 +12,6 @@ done | awk -v calls="$calls" '
   { name[NR] = $1; ir[NR] = $2 / calls; if ($1 == "bare") base = ir[NR] }
   END {
     print "== 2b. client instructions per reserve (callgrind, user space, all threads)"
-    printf "  %-8s %12s %7s\n", "phase", "instr/call", "ratio"
-    for (i = 1; i <= NR; i++) printf "  %-8s %12.0f %7.2f\n", name[i], ir[i], ir[i] / base
+    printf "  %-10s %12s %7s\n", "phase", "instr/call", "ratio"
+    for (i = 1; i <= NR; i++) printf "  %-10s %12.0f %7.2f\n", name[i], ir[i], ir[i] / base
   }'

@@ -17,6 +17,13 @@
  *          thread and the same client and collection as bare, as one
  *          connection (its findAndModify options kept from call to call):
  *          command built, decoded, answered;
+ *   unchecked  core with its filter's layout check (the conformance
+ *          predicate, docs/mongodb.md) replaced by a constant of the same
+ *          size that is always true (a string in $literal): the same
+ *          bytes each way, only the server's work differs. Not what resv
+ *          sends, but what tells the server's share: where the server
+ *          shares the client's CPUs (the emulator here), the client's CPU
+ *          per call grows with the time the server takes over it;
  *   call   resv_call through the public API: the above plus validation,
  *          the counters, and the client lent for the call (a blocking call
  *          runs on the caller's thread, docs/design.md section 7), from the
@@ -31,7 +38,7 @@
  *
  * Under callgrind (bench/run.sh runs it so too) it runs one round after the
  * warm-up and dumps the counters after each phase ("bare", "core",
- * "call"), so instruction counts per call, deterministic where the CPU
+ * "unchecked", "call"), so instruction counts per call, deterministic where the CPU
  * clock is noisy, can be read from the dumps: they count user-space work
  * in every thread, but not the kernel's (futex waits, context switches). */
 #include "apm.h"
@@ -105,6 +112,26 @@ static resv_request_t request(void) {
   return r;
 }
 
+/* {$literal: "xx...x"}, as many bytes as check: an expression always
+ * true ($expr takes a non-empty string as true) that costs the server
+ * nothing to evaluate. */
+static bson_t *same_size_true(const bson_t *check) {
+  /* 4 (length) + 1 (type) + 9 ("$literal") + 4 (string length) + the
+   * string and its NUL + 1 (end) */
+  size_t n = check->len - 20;
+  char *x = malloc(n + 1);
+  if (!x) exit(1);
+  memset(x, 'x', n);
+  x[n] = '\0';
+  bson_t *b = BCON_NEW("$literal", BCON_UTF8(x));
+  free(x);
+  if (b->len != check->len) {
+    fprintf(stderr, "cpu: the constant is %u bytes, the check %u\n", b->len, check->len);
+    exit(1);
+  }
+  return b;
+}
+
 /* Calls of each phase run together (in a round, or in a block of one). */
 #define BLOCK 10
 
@@ -112,80 +139,86 @@ typedef struct phases {
   resv_store_t *store;
   resv_type_t *type;
   mongoc_collection_t *coll;
-  resv__mongo_conn_t *conn; /* core's: the client and coll of bare */
-  resv__mongo_t *backend;
+  /* core's and unchecked's: each a connection on the client of bare, and
+   * a backend whose templates carry the layout check or a constant */
+  resv__mongo_conn_t *conn[2];
+  resv__mongo_t *backend[2];
   const resv_request_t *req;
   resv_answer_t *answer;
 } phases_t;
 
-/* n calls of phase p (0 bare, 1 core, 2 call); the process's CPU ns. */
+enum { BARE, CORE, UNCHECKED, CALL, PHASES };
+static const char *const phase_names[PHASES] = {"bare", "core", "unchecked", "call"};
+
+/* n calls of phase p; the process's CPU ns. */
 static int64_t run_phase(phases_t *ph, int p, int n) {
   resv_error_t err;
   int64_t t0 = bench_cpu_ns();
   for (int i = 0; i < n; i++) {
-    if (p == 0) {
+    if (p == BARE) {
       bare_reserve(ph->coll, resv_store_now(ph->store));
-    } else if (p == 1) {
-      if (!resv__mongo_run_on(ph->backend, ph->conn, ph->req, resv_store_now(ph->store),
+    } else if (p == CORE || p == UNCHECKED) {
+      int b = p == UNCHECKED;
+      if (!resv__mongo_run_on(ph->backend[b], ph->conn[b], ph->req, resv_store_now(ph->store),
                               resv__monotonic_ms() + 5000, ph->answer, NULL, &err))
-        bench_die("core reserve", &err);
+        bench_die(phase_names[p], &err);
     } else if (!resv_call(ph->type, ph->req, ph->answer, &err)) {
       bench_die("reserve", &err);
     }
   }
   int64_t t1 = bench_cpu_ns();
-  if (p > 0) bench_expect(p == 1 ? "core reserve" : "reserve", ph->answer, RESV_RESERVED);
+  if (p != BARE) bench_expect(phase_names[p], ph->answer, RESV_RESERVED);
   return t1 - t0;
 }
 
-/* The rounds (and a warm-up before them): each phase's CPU per call and
- * the ratios to bare, one entry a round. */
-static void run_rounds(phases_t *ph, int calls, int rounds, double *bare, double *core,
-                       double *call, double *r_core, double *r_call) {
+/* The rounds (and a warm-up before them): each phase's CPU per call
+ * (us[p][round]) and its ratio to bare (ratio[p][round]). */
+static void run_rounds(phases_t *ph, int calls, int rounds, double us[][MAX_ROUNDS],
+                       double ratio[][MAX_ROUNDS]) {
   for (int round = -1; round < rounds; round++) { /* round -1 warms up */
-    int64_t ns[3] = {0, 0, 0};
+    int64_t ns[PHASES] = {0};
     if (RUNNING_ON_VALGRIND) {
       /* One phase after another, each dumped: a dump zeroes every
        * thread's counters (CALLGRIND_ZERO_STATS only the caller's), so
        * each phase's dump holds that phase alone. */
-      static const char *const names[3] = {"bare", "core", "call"};
       if (round == 0) CALLGRIND_DUMP_STATS_AT("before");
-      for (int p = 0; p < 3; p++) {
+      for (int p = 0; p < PHASES; p++) {
         ns[p] = run_phase(ph, p, calls);
-        if (round == 0) CALLGRIND_DUMP_STATS_AT(names[p]);
+        if (round == 0) CALLGRIND_DUMP_STATS_AT(phase_names[p]);
       }
     } else {
       /* Interleaved in blocks, the order turning each block, so that the
        * load of a shared machine, which changes by the second, falls on
-       * the three alike. */
+       * the phases alike. */
       for (int done = 0, b = 0; done < calls; done += BLOCK, b++)
-        for (int k = 0; k < 3; k++) {
-          int p = (b + k) % 3;
+        for (int k = 0; k < PHASES; k++) {
+          int p = (b + k) % PHASES;
           ns[p] += run_phase(ph, p, calls - done < BLOCK ? calls - done : BLOCK);
         }
     }
     if (round < 0) continue;
-    bare[round] = (double)ns[0] / calls / 1000.0;
-    core[round] = (double)ns[1] / calls / 1000.0;
-    call[round] = (double)ns[2] / calls / 1000.0;
-    r_core[round] = core[round] / bare[round];
-    r_call[round] = call[round] / bare[round];
+    for (int p = 0; p < PHASES; p++) {
+      us[p][round] = (double)ns[p] / calls / 1000.0;
+      ratio[p][round] = us[p][round] / us[BARE][round];
+    }
   }
 }
 
 /* The medians of the rounds, and the spread of resv_call's ratio. */
-static void print_figures(int calls, int rounds, double *bare, double *core, double *call,
-                          double *r_core, double *r_call) {
+static void print_figures(int calls, int rounds, double us[][MAX_ROUNDS],
+                          double r[][MAX_ROUNDS]) {
+  static const char *const rows[PHASES] = {
+      "bare mongoc find_and_modify (baseline)",
+      "resv__mongo_run_on, the caller's thread (no dispatcher)",
+      "  the same, its layout check a constant true, same size",
+      "resv_call (the caller's thread, public API)"};
   printf("== 2. client CPU per reserve on MongoDB (%d calls x %d rounds, medians)\n",
          calls, rounds);
   printf("  %-56s %8s %7s\n", "", "us/call", "ratio");
-  printf("  %-56s %8.1f %7.2f\n", "bare mongoc find_and_modify (baseline)",
-         bench_median(bare, rounds), 1.0);
-  printf("  %-56s %8.1f %7.2f\n", "resv__mongo_run_on, the caller's thread (no dispatcher)",
-         bench_median(core, rounds), bench_median(r_core, rounds));
-  double ratio = bench_median(r_call, rounds);
-  printf("  %-56s %8.1f %7.2f\n", "resv_call (the caller's thread, public API)",
-         bench_median(call, rounds), ratio);
+  for (int p = 0; p < PHASES; p++)
+    printf("  %-56s %8.1f %7.2f\n", rows[p], bench_median(us[p], rounds),
+           p == BARE ? 1.0 : bench_median(r[p], rounds));
+  double *r_call = r[CALL], ratio = bench_median(r_call, rounds);
   double lo = r_call[0], hi = r_call[0];
   for (int i = 1; i < rounds; i++) {
     if (r_call[i] < lo) lo = r_call[i];
@@ -228,27 +261,38 @@ int main(int argc, char **argv) {
   mongoc_client_t *client = mongoc_client_pool_pop(pool);
   mongoc_collection_t *coll =
       mongoc_client_get_collection(client, "bench_cpu", resv_type_collection(type));
-  /* The fields resv__mongo_run_on reads, as resv__mongo_open sets them. */
-  resv__mongo_t backend = {.primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY),
-                           .database = (char *)"bench_cpu",
-                           .conforms = resv__doc_conforms_new(),
-                           .max_holds = RESV__DEFAULT_MAX_HOLDS};
-  backend.templates = resv__mongo_templates_new(&backend);
+  /* The fields resv__mongo_run_on reads, as resv__mongo_open sets them;
+   * unchecked's with a layout check that is always true. */
+  resv__mongo_t backend[2];
+  resv__mongo_conn_t conn[2];
+  for (int b = 0; b < 2; b++) {
+    backend[b] = (resv__mongo_t){
+        .primary = mongoc_read_prefs_new(MONGOC_READ_PRIMARY),
+        .database = (char *)"bench_cpu",
+        .conforms = b ? same_size_true(backend[0].conforms) : resv__doc_conforms_new(),
+        .max_holds = RESV__DEFAULT_MAX_HOLDS};
+    backend[b].templates = resv__mongo_templates_new(&backend[b]);
+    conn[b] = (resv__mongo_conn_t){
+        .client = client,
+        .coll = mongoc_client_get_collection(client, "bench_cpu", resv_type_collection(type))};
+  }
 
   if (RUNNING_ON_VALGRIND) rounds = 1;
-  double bare[MAX_ROUNDS], core[MAX_ROUNDS], call[MAX_ROUNDS], r_core[MAX_ROUNDS],
-      r_call[MAX_ROUNDS];
-  resv__mongo_conn_t conn = {.client = client, .coll = coll};
-  phases_t ph = {store, type, coll, &conn, &backend, &req, &answer};
-  run_rounds(&ph, calls, rounds, bare, core, call, r_core, r_call);
+  double us[PHASES][MAX_ROUNDS], ratio[PHASES][MAX_ROUNDS];
+  phases_t ph = {store, type, coll, {&conn[0], &conn[1]}, {&backend[0], &backend[1]}, &req,
+                 &answer};
+  run_rounds(&ph, calls, rounds, us, ratio);
   if (RUNNING_ON_VALGRIND) return 0; /* the figures are in the dumps */
-  print_figures(calls, rounds, bare, core, call, r_core, r_call);
+  print_figures(calls, rounds, us, ratio);
 
   resv_answer_clear(&answer);
-  mongoc_read_prefs_destroy(backend.primary);
-  bson_destroy(backend.conforms);
-  resv__mongo_templates_free(backend.templates);
-  resv__mongo_conn_forget(&conn); /* coll with it */
+  for (int b = 0; b < 2; b++) {
+    mongoc_read_prefs_destroy(backend[b].primary);
+    bson_destroy(backend[b].conforms);
+    resv__mongo_templates_free(backend[b].templates);
+    resv__mongo_conn_forget(&conn[b]); /* its coll with it */
+  }
+  mongoc_collection_destroy(coll);
   mongoc_client_pool_push(pool, client);
   mongoc_client_pool_destroy(pool);
   mongoc_uri_destroy(muri);
