@@ -44,10 +44,12 @@ row "users:reserve, held keys (conflict)" resv_conflict_ns "$(fig resv_conflict_
 row "  the same, answering into a reused table" into_conflict_ns "$(fig into_conflict_ratio)"
 row "  floor: raw FFI resv_call, no checks, no table" raw_conflict_ns "$(fig raw_conflict_ratio)"
 row "users:reserve on the file store (sync=process), new keys" file_new_ns "$(fig file_new_ratio)"
+row "  floor: raw FFI resv_call, no checks, no table" file_raw_new_ns "$(fig file_raw_new_ratio)"
 row "users:reserve on the file store, held keys (conflict)" file_conflict_ns "$(fig file_conflict_ratio)"
-awk -v a="$(fig file_new_ratio)" 'BEGIN {
-  printf "  file store goal >= 0.5x the shared dict for new keys: %s (%.2fx)\n",
-    (a >= 0.5) ? "met" : "NOT met", a }'
+row "  floor: raw FFI resv_call, no checks, no table" file_raw_conflict_ns "$(fig file_raw_conflict_ratio)"
+awk -v a="$(fig file_new_ratio)" -v b="$(fig file_conflict_ratio)" 'BEGIN {
+  printf "  file store goal (sync=process) >= 0.3x the shared dict for new keys, >= 1.0x for conflicts: %s (%.2fx, %.2fx)\n",
+    (a >= 0.3 && b >= 1.0) ? "met" : "NOT met", a, b }'
 for v in resv:"fresh answers" into:"{ into = r }"; do
   awk -v a="$(fig "${v%%:*}_new_ratio")" -v b="$(fig "${v%%:*}_conflict_ratio")" -v w="${v#*:}" 'BEGIN {
     printf "  goal >= 1.5x the shared dict, %s: %s (reserve %.2fx, conflict %.2fx)\n",

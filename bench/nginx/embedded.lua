@@ -17,7 +17,7 @@
 -- pass, the floor, calls resv_call through the FFI with no argument checks
 -- and no answer table. Then users:reserve on the file store (sync =
 -- "process", each call its own LMDB write transaction), new keys and held
--- ones. Then users:reserve_all of two new keys (the e-mail and a user
+-- ones, and the same floor there (resv_call through the FFI). Then users:reserve_all of two new keys (the e-mail and a user
 -- name) on the memory store, fresh answers, against that round's
 -- users:reserve of new keys. The keys are the same strings for all. It answers
 -- one "figure <name> <ns per op>" line per measurement (medians over the
@@ -131,6 +131,7 @@ function _M.run()
   local f = { dict_new = {}, resv_new = {}, dict_conflict = {}, resv_conflict = {},
               into_new = {}, into_conflict = {},
               raw_new = {}, raw_conflict = {}, file_new = {}, file_conflict = {},
+              file_raw_new = {}, file_raw_conflict = {},
               all_new = {}, all_over_reserve = {} }
   local into = { into = {} }
   for round = 1, rounds do
@@ -147,6 +148,7 @@ function _M.run()
     local reused = assert(store:type("bench", "i" .. rounds_done))
     local raw = assert(store_raw:type("bench", "r" .. rounds_done))
     local file = assert(store_file:type("bench", "r" .. rounds_done))
+    local file_raw = assert(store_file:type("bench", "f" .. rounds_done))
     f.dict_new[round] = pass(dict_pass, dict, names, OWNER_VALUE, true)
     f.resv_new[round] = pass(resv_pass, users, keys, OWNER, "reserved")
     f.all_new[round] = pass(all_pass, both, key_pairs, OWNER)
@@ -159,6 +161,8 @@ function _M.run()
     f.raw_conflict[round] = pass(raw_pass, raw, keys, OTHER, C.RESV_CONFLICT)
     f.file_new[round] = pass(resv_pass, file, keys, OWNER, "reserved")
     f.file_conflict[round] = pass(resv_pass, file, keys, OTHER, "conflict")
+    f.file_raw_new[round] = pass(raw_pass, file_raw, keys, OWNER, C.RESV_RESERVED)
+    f.file_raw_conflict[round] = pass(raw_pass, file_raw, keys, OTHER, C.RESV_CONFLICT)
     store:close()
     store_raw:close()
   end
@@ -166,11 +170,12 @@ function _M.run()
   table.sort(ratios)
   local out = {}
   for _, name in ipairs { "dict_new", "resv_new", "dict_conflict", "resv_conflict",
-                          "into_new", "into_conflict", "raw_new", "raw_conflict", "file_new", "file_conflict", "all_new" } do
+                          "into_new", "into_conflict", "raw_new", "raw_conflict", "file_new", "file_conflict", "file_raw_new",
+                          "file_raw_conflict", "all_new" } do
     f[name] = median(f[name])
     out[#out + 1] = string.format("figure %s_ns %.1f", name, f[name])
   end
-  for _, v in ipairs { "resv", "into", "raw", "file" } do
+  for _, v in ipairs { "resv", "into", "raw", "file", "file_raw" } do
     out[#out + 1] = string.format("figure %s_new_ratio %.3f", v, f.dict_new / f[v .. "_new"])
     out[#out + 1] = string.format("figure %s_conflict_ratio %.3f", v,
                                   f.dict_conflict / f[v .. "_conflict"])
