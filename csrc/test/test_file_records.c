@@ -523,6 +523,29 @@ static bool direct_write_planned(direct_t *l, const resv_request_t *r,
   return done;
 }
 
+/* direct_write_planned of r's plan, which must be written unless another
+ * write came between; then LMDB's handle closed and the store opened on
+ * the same files at T0, its type into *t. */
+static resv_store_t *plan_then_open(direct_t *l, const resv_request_t *r,
+                                    const resv__file_peek_t *peek, resv_answer_t *a,
+                                    bool between, const char *aggregate, resv_type_t **t) {
+  bool done = direct_write_planned(l, r, peek, a);
+  ck_assert_msg(done == !between, "the plan was %swritten", done ? "" : "not ");
+  mdb_env_close(l->env);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_store_set_time(s, T0);
+  *t = type_of(s, aggregate);
+  return s;
+}
+
+/* The records the type's chain links, once the store s is closed. */
+static size_t chain_records(resv_store_t *s, const direct_t *l) {
+  resv_store_close(s);
+  chain_count_t n;
+  with_lmdb(l->db, check_chain, &n);
+  return n.records;
+}
+
 /* A reserve_all of two new keys peeks (a read-only transaction) and plans
  * its writes; then, when another write commits between (a reserve of its
  * second key by another owner), the plan is not written (the write
@@ -547,24 +570,16 @@ START_TEST(a_plan_of_several_keys_is_written_only_on_its_own_snapshot) {
                             .ttl_ms = HOUR};
     ck_assert_int_eq(direct_write(&l, &other), RESV_RESERVED);
   }
-  bool done = direct_write_planned(&l, &r, &peek, &a);
-  ck_assert_msg(done == !between, "the plan was %swritten", done ? "" : "not ");
+  resv_type_t *t;
+  resv_store_t *s = plan_then_open(&l, &r, &peek, &a, between, aggregate, &t);
   ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_RESERVED);
-  mdb_env_close(l.env);
-
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_store_set_time(s, T0);
-  resv_type_t *t = type_of(s, aggregate);
   test_get(t, "a", &a);
   ck_assert_int_eq(a.status, between ? RESV_ABSENT : RESV_PENDING);
   test_get(t, "b", &a);
   ck_assert_int_eq(a.status, RESV_PENDING);
   ck_assert(test_str_is(a.owner_id, between ? "B" : "A"));
   resv_answer_clear(&a);
-  resv_store_close(s);
-  chain_count_t n;
-  with_lmdb(l.db, check_chain, &n);
-  ck_assert_uint_eq(n.records, between ? 3 : 4);
+  ck_assert_uint_eq(chain_records(s, &l), between ? 3 : 4);
 }
 END_TEST
 
@@ -593,22 +608,14 @@ START_TEST(a_plan_of_one_key_is_written_only_on_its_own_snapshot) {
     ck_assert_int_eq(direct_write(&l, &abandon), RESV_ABANDONED);
     ck_assert_int_eq(direct_write(&l, &other), RESV_RESERVED);
   }
-  bool done = direct_write_planned(&l, &confirm, &peek, &a);
-  ck_assert_msg(done == !between, "the plan was %swritten", done ? "" : "not ");
+  resv_type_t *t;
+  resv_store_t *s = plan_then_open(&l, &confirm, &peek, &a, between, aggregate, &t);
   ck_assert_int_eq(a.status, between ? RESV_CONFLICT : RESV_CONFIRMED);
-  mdb_env_close(l.env);
-
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_store_set_time(s, T0);
-  resv_type_t *t = type_of(s, aggregate);
   test_get(t, "c", &a);
   ck_assert_int_eq(a.status, between ? RESV_PENDING : RESV_CONFIRMED);
   ck_assert(test_str_is(a.owner_id, between ? "B" : "A"));
   resv_answer_clear(&a);
-  resv_store_close(s);
-  chain_count_t n;
-  with_lmdb(l.db, check_chain, &n);
-  ck_assert_uint_eq(n.records, 2);
+  ck_assert_uint_eq(chain_records(s, &l), 2);
 }
 END_TEST
 
