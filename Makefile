@@ -206,16 +206,17 @@ valgrind: deps $(O)/resv_tests
 
 FUZZ_O       := build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := validate decode
+FUZZ_TARGETS := validate decode record
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined $(WARN) -Wno-format-nonliteral \
                 $(DEPS_CFLAGS) $(CSRC_DIRS:%=-I%) -DRESV_VERSION='"$(VERSION)"'
 FUZZ_SRC_validate := csrc/base/validate.c csrc/base/error.c
 FUZZ_SRC_decode   := csrc/base/validate.c csrc/base/error.c csrc/doc/doc_decode.c csrc/base/answer.c
+FUZZ_SRC_record   := csrc/base/validate.c csrc/base/error.c csrc/file/file_record.c
 
-$(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode)
+$(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode) $(FUZZ_SRC_record)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRC_$*) $(DEPS_LIBS) -lpthread
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRC_$*) $(LIBS_ALL)
 
 # Each target for FUZZ_SECONDS, from fuzz/corpus/<target>; what it finds
 # goes to $(FUZZ_O)/corpus/<target>, a crash to $(FUZZ_O)/crash-<target>-*

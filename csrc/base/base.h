@@ -160,6 +160,9 @@ bool resv__validate_type(const char *context, size_t context_len,
                          resv_error_t *err);
 /* True when s[0..len) is valid UTF-8 without NUL bytes. */
 bool resv__utf8_valid(const char *s, size_t len);
+/* *distinct: no two of the n strings are equal. False only without
+ * memory (many strings are compared in a sorted copy). */
+bool resv__strs_distinct(const resv_str_t *s, size_t n, bool *distinct, resv_error_t *err);
 
 /* ---- Counters (stats.c) ---------------------------------------------- */
 

@@ -9,6 +9,7 @@
 #include "base.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The longest ttl accepted: ten years. Anything longer is a unit mistake
@@ -73,6 +74,37 @@ bool resv__utf8_valid(const char *str, size_t len) {
     if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
     i += n + 1;
   }
+  return true;
+}
+
+/* Orders strings by bytes, then by length. */
+static int str_cmp(const void *a, const void *b) {
+  const resv_str_t *x = a, *y = b;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = n ? memcmp(x->ptr, y->ptr, n) : 0;
+  if (c) return c;
+  return (x->len > y->len) - (x->len < y->len);
+}
+
+/* Few strings are compared pair by pair; more in a sorted copy, where
+ * equal ones lie side by side (n log n, never quadratic in what a
+ * damaged or hostile record holds). */
+#define DISTINCT_PAIRWISE 8
+
+bool resv__strs_distinct(const resv_str_t *s, size_t n, bool *distinct, resv_error_t *err) {
+  *distinct = true;
+  if (n <= DISTINCT_PAIRWISE) {
+    for (size_t i = 1; i < n; i++)
+      for (size_t j = 0; j < i; j++)
+        if (resv__str_eq(s[i], s[j])) return !(*distinct = false);
+    return true;
+  }
+  resv_str_t *sorted = malloc(n * sizeof *sorted);
+  if (!sorted) return resv__fail(err, RESV_ENOMEM, "out of memory");
+  memcpy(sorted, s, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, str_cmp);
+  for (size_t i = 1; i < n && *distinct; i++) *distinct = !resv__str_eq(sorted[i - 1], sorted[i]);
+  free(sorted);
   return true;
 }
 

@@ -62,36 +62,6 @@ static bool read_int64(const bson_iter_t *it, int64_t *out) {
   return true;
 }
 
-/* Orders strings by bytes, then by length. */
-static int str_cmp(const void *a, const void *b) {
-  const resv_str_t *x = a, *y = b;
-  size_t n = x->len < y->len ? x->len : y->len;
-  int c = n ? memcmp(x->ptr, y->ptr, n) : 0;
-  if (c)
-    return c;
-  return (x->len > y->len) - (x->len < y->len);
-}
-
-/* Sets *dup when two of the n strings are equal, in n log n (a sorted copy
- * has them side by side), so a document of many holds costs no quadratic
- * time on a dispatcher thread. Fails only for memory. */
-static bool find_duplicate(const resv_str_t *s, size_t n, bool *dup,
-                           resv_error_t *err) {
-  resv_str_t *sorted;
-
-  *dup = false;
-  if (n < 2)
-    return true;
-  if (!(sorted = malloc(n * sizeof *sorted)))
-    return resv__fail(err, RESV_ENOMEM, "out of memory");
-  memcpy(sorted, s, n * sizeof *sorted);
-  qsort(sorted, n, sizeof *sorted, str_cmp);
-  for (size_t i = 1; i < n && !*dup; i++)
-    *dup = resv__str_eq(sorted[i - 1], sorted[i]);
-  free(sorted);
-  return true;
-}
-
 /* Reads the holds array: strings, no duplicates (a set). */
 static bool read_holds(const bson_iter_t *it, resv__doc_t *out,
                        resv_error_t *err) {
@@ -121,10 +91,10 @@ static bool read_holds(const bson_iter_t *it, resv__doc_t *out,
     out->holds[n].len = len;
     out->nholds = ++n;
   }
-  bool dup;
-  if (!find_duplicate(out->holds, n, &dup, err))
+  bool distinct;
+  if (!resv__strs_distinct(out->holds, n, &distinct, err))
     return false;
-  if (dup)
+  if (!distinct)
     return bad(err, "holds has a duplicate");
   /* An empty array is legal: abandon leaves one between its pull and its
    * delete, and for good if the delete never ran. */

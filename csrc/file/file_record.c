@@ -241,6 +241,9 @@ typedef struct reader {
   bool bad;
 } reader_t;
 
+/* A varint as the encoder writes it, in its fewest bytes (a last byte of
+ * 0 would add nothing) and within 64 bits: one value has one encoding, so
+ * a record has one, which its writer and every reader agree on. */
 static uint64_t get_varint(reader_t *r) {
   if (r->p < r->end && !(*r->p & 0x80)) return *r->p++; /* most are one byte */
   uint64_t v = 0;
@@ -248,7 +251,10 @@ static uint64_t get_varint(reader_t *r) {
     if (r->p >= r->end) break;
     unsigned char c = *r->p++;
     v |= (uint64_t)(c & 0x7f) << shift;
-    if (!(c & 0x80)) return v;
+    if (!(c & 0x80)) {
+      if (c == 0 || (shift == 63 && c > 1)) break;
+      return v;
+    }
   }
   r->bad = true;
   return 0;
@@ -311,6 +317,30 @@ static bool get_holds(reader_t *r, resv__file_rec_t *out, resv_error_t *err) {
   return true;
 }
 
+/* The values a reservation may hold, as a MongoDB document's decoder
+ * takes them (doc_decode.c), so that a record copies to MongoDB and back:
+ * strings of UTF-8 without NUL, a namespace, a key and an owner id not
+ * empty, holds not empty and distinct, a version not negative. A record
+ * that passes its checksum was written so; this is the layout's own rule,
+ * for whatever wrote it. False only without memory; *why says what is
+ * not allowed, or stays NULL. */
+static bool values_allowed(const resv__file_rec_t *rec, const char **why, resv_error_t *err) {
+  const resv_str_t s[] = {rec->key.tenant, rec->key.ns, rec->key.key, rec->owner.tenant,
+                          rec->owner.id};
+  for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+    if (!resv__utf8_valid(s[i].ptr, s[i].len)) *why = "a string of it is not UTF-8";
+  if (!rec->key.ns.len || !rec->key.key.len || !rec->owner.id.len)
+    *why = "an empty namespace, key or owner id";
+  if (rec->state == RESV_STATE_CONFIRMED && rec->version < 0) *why = "a negative version";
+  for (size_t i = 0; i < rec->nholds && !*why; i++)
+    if (!rec->holds[i].len || !resv__utf8_valid(rec->holds[i].ptr, rec->holds[i].len))
+      *why = "a hold is empty or not UTF-8";
+  bool distinct = true;
+  if (!*why && !resv__strs_distinct(rec->holds, rec->nholds, &distinct, err)) return false;
+  if (!distinct) *why = "two holds are the same";
+  return true;
+}
+
 bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
                            resv__file_rec_t *out, resv_error_t *err) {
   if (!resv__file_rec_sound(key, val))
@@ -343,9 +373,14 @@ bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
     out->expires_at = (int64_t)get_fixed(&r, 8);
     if (!r.bad && !get_holds(&r, out, err)) return false;
   }
-  if (!r.bad && r.p == r.end) return true;
+  const char *why = r.bad || r.p != r.end ? "its fields do not fit the record" : NULL;
+  if (!why && !values_allowed(out, &why, err)) {
+    resv__file_rec_free(out);
+    return false;
+  }
+  if (!why) return true;
   resv__file_rec_free(out);
-  return bad(err, "its fields do not fit the record");
+  return bad(err, why);
 }
 
 bool resv__file_rec_glance(const MDB_val *val, bool *confirmed, int64_t *expires_at) {

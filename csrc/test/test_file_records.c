@@ -824,10 +824,80 @@ START_TEST(a_record_is_encoded_as_its_layout_says) {
 }
 END_TEST
 
+/* The record of key (dkey's) that encode makes of these values, with the
+ * right checksum: must decode refuse it, with format? */
+static void expect_refused(const resv_key_t *k, const resv_owner_t *o, bool confirmed,
+                           int64_t version, const resv_str_t *holds, size_t nholds,
+                           const char *what) {
+  unsigned char dkey[64] = {1};
+  size_t n = 1;
+  memcpy(dkey + n, k->tenant.ptr, k->tenant.len), n += k->tenant.len, dkey[n++] = 0;
+  memcpy(dkey + n, k->ns.ptr, k->ns.len), n += k->ns.len, dkey[n++] = 0;
+  memcpy(dkey + n, k->key.ptr, k->key.len), n += k->key.len;
+  MDB_val key = {n, dkey};
+  resv__file_buf_t b;
+  ck_assert(resv__file_rec_encode(&b, &key, k, o, confirmed, 1000, version, holds, nholds, 0));
+  MDB_val val = {b.len, b.p};
+  resv__file_rec_t d;
+  resv_error_t err = {0};
+  ck_assert(resv__file_rec_sound(&key, &val));
+  ck_assert_msg(!resv__file_rec_decode(&key, &val, &d, &err), "decoded %s", what);
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  resv__file_buf_free(&b);
+}
+
+/* A record's checksum proves it unchanged since it was written, not that
+ * what wrote it kept the layout's rules: those are checked on every read
+ * as a MongoDB document's are (found by fuzz/fuzz_record.c), and one
+ * record has one encoding (no varint longer than it needs). */
+START_TEST(a_record_the_layout_does_not_allow_is_refused_though_its_checksum_matches) {
+  resv_key_t k = {resv_cstr("t"), resv_cstr("n"), resv_cstr("k")};
+  resv_owner_t o = {resv_cstr("ot"), resv_cstr("oid")};
+  resv_str_t one[] = {resv_cstr("a1")}, twice[] = {resv_cstr("a1"), resv_cstr("a1")};
+  resv_str_t empty[] = {resv_cstr("")}, not_utf8[] = {{"\xff", 1}};
+  expect_refused(&k, &(resv_owner_t){resv_cstr("ot"), resv_cstr("")}, false, 0, one, 1,
+                 "an empty owner id");
+  expect_refused(&(resv_key_t){resv_cstr("t"), resv_cstr(""), resv_cstr("k")}, &o, false, 0,
+                 one, 1, "an empty namespace");
+  expect_refused(&(resv_key_t){resv_cstr("t"), resv_cstr("n"), {"k\0", 2}}, &o, true, 1,
+                 NULL, 0, "a key with a NUL byte");
+  expect_refused(&k, &(resv_owner_t){{"\xc0\xaf", 2}, resv_cstr("oid")}, true, 1, NULL, 0,
+                 "an owner tenant not UTF-8");
+  expect_refused(&k, &o, true, -1, NULL, 0, "a negative version");
+  expect_refused(&k, &o, false, 0, twice, 2, "two holds the same");
+  expect_refused(&k, &o, false, 0, empty, 1, "an empty hold");
+  expect_refused(&k, &o, false, 0, not_utf8, 1, "a hold not UTF-8");
+
+  /* The owner's tenant "ot" with its length as two bytes (0x82 0x00). */
+  unsigned char dkey[] = {1, 't', 0, 'n', 0, 'k'};
+  MDB_val key = {sizeof dkey, dkey};
+  resv__file_buf_t b;
+  ck_assert(resv__file_rec_encode(&b, &key, &k, &o, true, 0, 7, NULL, 0, 0));
+  MDB_val val = {b.len, b.p};
+  resv__file_rec_t d;
+  resv_error_t err = {0};
+  ck_assert(resv__file_rec_decode(&key, &val, &d, &err)); /* as written: sound */
+  unsigned char longer[64];
+  ck_assert_uint_eq(b.p[5], 2);
+  memcpy(longer, b.p, 5);
+  longer[5] = 0x82, longer[6] = 0x00;
+  memcpy(longer + 7, b.p + 6, b.len - 10);
+  size_t n = b.len - 4 + 1;
+  uint32_t crc = resv__crc32c(resv__crc32c(0, dkey, sizeof dkey), longer, n);
+  for (int i = 0; i < 4; i++) longer[n + (size_t)i] = (unsigned char)(crc >> (8 * i));
+  MDB_val stretched = {n + 4, longer};
+  ck_assert(resv__file_rec_sound(&key, &stretched));
+  ck_assert(!resv__file_rec_decode(&key, &stretched, &d, &err));
+  ck_assert_int_eq(err.code, RESV_EFORMAT);
+  resv__file_buf_free(&b);
+}
+END_TEST
+
 Suite *file_records_suite(void) {
   const TTest *tests[] = {
       a_damaged_record_answers_format_naming_type_and_key,
       a_record_is_encoded_as_its_layout_says,
+      a_record_the_layout_does_not_allow_is_refused_though_its_checksum_matches,
       a_store_of_format_1_is_upgraded_at_open, every_write_keeps_the_chain_whole,
       calls_of_several_keys_on_neighbours_keep_the_chain_whole,
       flipped_bits_never_give_a_wrong_answer_8, flipped_bits_never_give_a_wrong_answer_64,
