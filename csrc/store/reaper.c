@@ -59,8 +59,14 @@ static void wait_for_reapers(void) {
 }
 
 /* fork() copies the count and the list but not the threads: the child has
- * none (the parent's records are left, never freed, in the child). */
-static void reapers_lock(void) { pthread_mutex_lock(&reapers_mutex); }
+ * none (the parent's records are left, never freed, in the child). The
+ * reapers that are done are joined first: the child then inherits no
+ * thread that ended unjoined, whose stack glibc would hand to the child's
+ * next thread (ThreadSanitizer saw that as one thread started twice). */
+static void reapers_lock(void) {
+  pthread_mutex_lock(&reapers_mutex);
+  join_done_reapers_locked();
+}
 static void reapers_unlock(void) { pthread_mutex_unlock(&reapers_mutex); }
 static void reapers_after_fork_child(void) {
   reapers = 0;
