@@ -25,16 +25,27 @@
  * what it does not know. The clock only moves forward, so a claim the
  * clock has passed stays dead.
  *
+ * The stores: memory and MongoDB, 8 threads on one store; the file store
+ * with sync "process" and "disk", 8 threads on one store, and 4 processes
+ * of 2 threads each on one directory (what the file store is for: every
+ * process of a host), the two threads of an owner in two processes. Then
+ * the ledger, its locks and the clock live in shared memory: the first
+ * process moves the clock, and each process sets its store's clock from
+ * it, so a store is never ahead of the clock an answer is checked at.
+ *
  * RESV_STRESS_MS sets each run's length (default 1500 ms; make stress
  * runs longer). Figures go to stderr ("stress:"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "emu.h"
 
 #define THREADS 8
+#define PROCS 4 /* of THREADS / PROCS threads each, on a file store */
 #define OWNERS (THREADS / 2)
 #define KEYS 3
 #define ATTEMPTS 3
@@ -59,10 +70,10 @@ typedef struct key_ledger {
   owner_ledger_t owners[OWNERS];
 } key_ledger_t;
 
+/* Shared by every thread and process of a run (a shared mapping). */
 typedef struct run {
-  resv_store_t *store;
-  resv_type_t *type;
   key_ledger_t keys[KEYS];
+  _Atomic int64_t clock; /* moves only forward */
   atomic_ullong seq;
   atomic_bool stop;
   atomic_int violations;
@@ -71,8 +82,15 @@ typedef struct run {
   int clock_step_us;
 } run_t;
 
+/* One process's store and type. */
+typedef struct local {
+  resv_store_t *store;
+  resv_type_t *type;
+} local_t;
+
 typedef struct worker {
   run_t *run;
+  local_t *local;
   int id;
   unsigned rnd;
 } worker_t;
@@ -278,11 +296,11 @@ static void step(worker_t *w) {
 
   resv_answer_t a = {0};
   resv_error_t err;
-  bool ok = resv_call(r->type, &req, &a, &err);
+  bool ok = resv_call(w->local->type, &req, &a, &err);
   atomic_fetch_add(&r->calls, 1);
 
   pthread_mutex_lock(&k->mutex);
-  int64_t now = resv_store_now(r->store);
+  int64_t now = atomic_load(&r->clock); /* no store is ahead of it */
   uint64_t done = atomic_fetch_add(&r->seq, 1);
   /* Whether no release of o overlapped the call: else what it answered
    * may be undone already, and another owner may rightly hold the key. */
@@ -320,13 +338,25 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* The clock of a process: the first one moves the run's clock forward in
+ * jumps; each sets its store's from it (so a store's time is never ahead
+ * of the run's, and only moves forward). */
+typedef struct clock_arg {
+  run_t *r;
+  local_t *local; /* NULL: a process without a store */
+  bool leads;
+} clock_arg_t;
+
 static void *clock_main(void *arg) {
-  run_t *r = arg;
+  clock_arg_t *c = arg;
   unsigned rnd = 7;
-  while (!atomic_load(&r->stop)) {
-    usleep((useconds_t)r->clock_step_us);
-    int64_t jump = rand_r(&rnd) % 4 == 0 ? rand_r(&rnd) % (r->max_jump + 1) : 1;
-    resv_store_set_time(r->store, resv_store_now(r->store) + jump);
+  while (!atomic_load(&c->r->stop)) {
+    usleep((useconds_t)c->r->clock_step_us);
+    if (c->leads) {
+      int64_t jump = rand_r(&rnd) % 4 == 0 ? rand_r(&rnd) % (c->r->max_jump + 1) : 1;
+      atomic_fetch_add(&c->r->clock, jump);
+    }
+    if (c->local) resv_store_set_time(c->local->store, atomic_load(&c->r->clock));
   }
   return NULL;
 }
@@ -336,31 +366,103 @@ static int64_t stress_ms(void) {
   return s && atoll(s) > 0 ? atoll(s) : 1500;
 }
 
-static void stress(const char *uri) {
-  run_t *r = calloc(1, sizeof *r);
+/* Where a run's store is: a MongoDB URI, a file store (in a directory
+ * of its own) and its sync, or neither (memory); procs 1 (threads of one
+ * process) or PROCS. */
+typedef struct where {
+  const char *uri, *path;
+  bool file;
+  int32_t sync;
+  int procs;
+  const char *name;
+} where_t;
+
+static resv_store_t *open_store(const where_t *at, resv_error_t *err) {
+  resv_options_t o = {.uri = at->uri, .path = at->path, .sync = at->sync, .threads = 4,
+                      .timeout_ms = 5000, .map_size = 64 << 20};
+  return resv_store_open(&o, err);
+}
+
+/* Runs n workers (ids first, first + step, ...) on a store of their own
+ * until the run stops; 0, or why not (a store that did not open). */
+static int run_workers(run_t *r, const where_t *at, int first, int step_by, int n, bool leads) {
+  local_t local;
+  resv_error_t err;
+  if (!(local.store = open_store(at, &err)) ||
+      !(local.type = resv_store_type(local.store, "test", 4, "stress", 6, &err))) {
+    fprintf(stderr, "stress: %s: %s: %s\n", at->name, resv_code_name(err.code), err.message);
+    atomic_store(&r->stop, true);
+    return 1;
+  }
+  resv_store_set_time(local.store, atomic_load(&r->clock));
   worker_t workers[THREADS];
   pthread_t threads[THREADS], clock;
-  r->store = uri ? emu_open(uri, (resv_options_t){.threads = 4, .timeout_ms = 5000})
-                 : test_open(NULL);
-  r->type = test_fresh_type(r->store, "stress");
-  r->max_jump = 150;
-  r->clock_step_us = uri ? 3000 : 200;
-  resv_store_set_time(r->store, 1700000000000);
-  for (int i = 0; i < KEYS; i++) pthread_mutex_init(&r->keys[i].mutex, NULL);
-  for (int i = 0; i < THREADS; i++) {
-    workers[i] = (worker_t){r, i, (unsigned)(i * 7919 + getpid())};
-    ck_assert(pthread_create(&threads[i], NULL, worker_main, &workers[i]) == 0);
+  clock_arg_t c = {r, &local, leads};
+  for (int i = 0; i < n; i++) {
+    int id = first + i * step_by;
+    workers[i] = (worker_t){r, &local, id, (unsigned)(id * 7919 + getpid())};
+    if (pthread_create(&threads[i], NULL, worker_main, &workers[i])) abort();
   }
-  ck_assert(pthread_create(&clock, NULL, clock_main, r) == 0);
+  if (pthread_create(&clock, NULL, clock_main, &c)) abort();
+  if (leads) {
+    usleep((useconds_t)(stress_ms() * 1000));
+    atomic_store(&r->stop, true);
+  }
+  for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
+  pthread_join(clock, NULL);
+  resv_store_close(local.store);
+  return 0;
+}
+
+/* PROCS processes of THREADS / PROCS workers: process p runs ids p,
+ * p + PROCS, ... (an owner's two threads in two processes); this one
+ * leads the clock. */
+static void run_processes(run_t *r, const where_t *at) {
+  pid_t pids[PROCS];
+  for (int p = 0; p < PROCS; p++) {
+    ck_assert_int_ne(pids[p] = fork(), -1);
+    if (pids[p] == 0) test_child_exit(run_workers(r, at, p, PROCS, THREADS / PROCS, false));
+  }
+  clock_arg_t c = {r, NULL, true};
+  pthread_t clock;
+  ck_assert(pthread_create(&clock, NULL, clock_main, &c) == 0);
   usleep((useconds_t)(stress_ms() * 1000));
   atomic_store(&r->stop, true);
-  for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
   pthread_join(clock, NULL);
+  for (int p = 0; p < PROCS; p++) {
+    int status = 0;
+    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "stress: process %d ended with status %d", p, status);
+  }
+}
+
+static void stress(where_t at) {
+  char dir[256];
+  run_t *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert(r != MAP_FAILED);
+  memset(r, 0, sizeof *r);
+  pthread_mutexattr_t shared;
+  pthread_mutexattr_init(&shared);
+  pthread_mutexattr_setpshared(&shared, PTHREAD_PROCESS_SHARED);
+  for (int i = 0; i < KEYS; i++) pthread_mutex_init(&r->keys[i].mutex, &shared);
+  pthread_mutexattr_destroy(&shared);
+  r->max_jump = 150;
+  r->clock_step_us = at.uri ? 3000 : 200;
+  r->clock = 1700000000000;
+  if (at.file) {
+    test_temp_dir(dir, sizeof dir);
+    at.path = dir;
+  }
+  if (at.procs > 1)
+    run_processes(r, &at);
+  else
+    ck_assert_int_eq(run_workers(r, &at, 0, 1, THREADS, true), 0);
   fprintf(stderr,
           "stress: %s, %d threads, %d keys, %lld ms: %ld calls (%ld/s), %ld errors; "
           "reserved %ld confirmed %ld conflict %ld abandoned %ld kept %ld absent %ld "
           "released %ld pending %ld expired %ld; %d violations\n",
-          uri ? "mongodb" : "memory", THREADS, KEYS, (long long)stress_ms(),
+          at.name, THREADS, KEYS, (long long)stress_ms(),
           atomic_load(&r->calls), atomic_load(&r->calls) * 1000 / stress_ms(),
           atomic_load(&r->errors), atomic_load(&r->answers[RESV_RESERVED]),
           atomic_load(&r->answers[RESV_CONFIRMED]), atomic_load(&r->answers[RESV_CONFLICT]),
@@ -371,22 +473,41 @@ static void stress(const char *uri) {
   ck_assert_int_eq(atomic_load(&r->violations), 0);
   ck_assert_int_gt(atomic_load(&r->answers[RESV_RESERVED]), 0);
   ck_assert_int_gt(atomic_load(&r->answers[RESV_CONFLICT]), 0);
-  resv_store_close(r->store);
   for (int i = 0; i < KEYS; i++) pthread_mutex_destroy(&r->keys[i].mutex);
-  free(r);
+  munmap(r, sizeof *r);
+  if (at.path) test_remove_dir(dir);
 }
 
-START_TEST(one_owner_per_key_under_load_on_memory) { stress(NULL); }
+START_TEST(one_owner_per_key_under_load_on_memory) {
+  stress((where_t){.procs = 1, .name = "memory"});
+}
 END_TEST
 
-START_TEST(one_owner_per_key_under_load_on_mongo) { stress(test_mongo_uri()); }
+START_TEST(one_owner_per_key_under_load_on_mongo) {
+  stress((where_t){.uri = test_mongo_uri(), .procs = 1, .name = "mongodb"});
+}
+END_TEST
+
+START_TEST(one_owner_per_key_under_load_on_file_threads) {
+  stress((where_t){.file = true, .sync = RESV_SYNC_PROCESS, .procs = 1, .name = "file (process), threads"});
+  stress((where_t){.file = true, .sync = RESV_SYNC_DISK, .procs = 1, .name = "file (disk), threads"});
+}
+END_TEST
+
+START_TEST(one_owner_per_key_under_load_on_file_processes) {
+  stress((where_t){.file = true, .sync = RESV_SYNC_PROCESS, .procs = PROCS,
+                   .name = "file (process), 4 processes"});
+  stress((where_t){.file = true, .sync = RESV_SYNC_DISK, .procs = PROCS, .name = "file (disk), 4 processes"});
+}
 END_TEST
 
 Suite *stress_suite(void) {
   Suite *s = suite_create("stress");
   const TTest *tests[] = {
-      one_owner_per_key_under_load_on_memory, one_owner_per_key_under_load_on_mongo, NULL};
+      one_owner_per_key_under_load_on_memory, one_owner_per_key_under_load_on_mongo,
+      one_owner_per_key_under_load_on_file_threads,
+      one_owner_per_key_under_load_on_file_processes, NULL};
   TCase *tc = test_tcase(s, "stress", 0, NULL, NULL, tests);
-  tcase_set_timeout(tc, (double)(stress_ms() / 1000 + 60));
+  tcase_set_timeout(tc, (double)(2 * stress_ms() / 1000 + 60));
   return s;
 }
