@@ -20,6 +20,11 @@
  *     or confirm of its owner since, is among the holds of a reserved or
  *     get answer, and an abandon of another attempt does not delete it.
  *
+ * A call of two keys (reserve_all, confirm_all, abandon_all; a call in
+ * ten) has each key's answer checked so, as the single-key op's (the keys
+ * a conflicting reserve_all was not in conflict on, as an abandon's), and
+ * its status against its keys' answers.
+ *
  * A claim is only recorded when nothing of its owner that could undo it
  * (a release, a confirm) overlapped the call, so the ledger never asserts
  * what it does not know. The clock only moves forward, so a claim the
@@ -162,8 +167,8 @@ static bool holds_kept(run_t *r, const key_ledger_t *k, int o, uint64_t start,
   return ok;
 }
 
-/* What one call saw of the ledger of its key and owner, before and after
- * it: what its answer is checked against. */
+/* What one call saw of the ledger of one of its keys and its owner,
+ * before and after it: what its answer for the key is checked against. */
 typedef struct step {
   run_t *r;
   worker_t *w;
@@ -171,10 +176,10 @@ typedef struct step {
   owner_ledger_t *me;
   int ki, o, j;
   const char *attempt;
-  int32_t op;
-  uint64_t start, done, hold_epoch, rel_epoch;
+  int32_t op; /* the single-key op the key's answer is checked as */
+  uint64_t start, done, hold_epoch, rel_epoch, confirmed_seq;
   int64_t now;
-  bool unreleased, confirmed_stood, holds_idle, releases_idle;
+  bool was_confirmed, unreleased, confirmed_stood, holds_idle, releases_idle;
 } step_t;
 
 /* Checks an answer against the ledger and records what it proves, under
@@ -257,78 +262,147 @@ static void check_answer(const step_t *st, const resv_answer_t *a, int holder) {
   }
 }
 
-static void step(worker_t *w) {
-  run_t *r = w->run;
-  int ki = rand_r(&w->rnd) % KEYS, o = w->id / 2, j = rand_r(&w->rnd) % ATTEMPTS;
-  int dice = rand_r(&w->rnd) % 100;
-  key_ledger_t *k = &r->keys[ki];
-  owner_ledger_t *me = &k->owners[o];
-  char attempt[32];
-  snprintf(attempt, sizeof attempt, "t%da%d", w->id, j);
-  resv_request_t req = {.key = test_key("email", key_names[ki]),
-                        .owner = test_owner("", owner_names[o]),
-                        .attempt = resv_cstr(attempt),
-                        .ttl_ms = 20 + rand_r(&w->rnd) % 200,
-                        .version = rand_r(&w->rnd) % 100};
-  req.op = dice < 35 ? RESV_OP_RESERVE : dice < 50 ? RESV_OP_CONFIRM
-           : dice < 75 ? RESV_OP_ABANDON : dice < 80 ? RESV_OP_RELEASE : RESV_OP_GET;
-
-  /* Before the call: what it may undo leaves the ledger now. */
-  pthread_mutex_lock(&k->mutex);
-  uint64_t start = atomic_fetch_add(&r->seq, 1);
-  bool releases_idle = me->releases == 0, holds_idle = releases_idle && me->confirms == 0;
-  uint64_t rel_epoch = me->release_epoch, hold_epoch = me->hold_epoch;
-  bool was_confirmed = me->confirmed;
-  uint64_t confirmed_seq = me->confirmed_seq;
-  if (req.op == RESV_OP_RELEASE) {
+/* Before the call, under the key's mutex: what the call may undo leaves
+ * the ledger now. call_op: the call's own op (a reserve_all that meets a
+ * conflict gives up its attempt's hold, as an abandon does). */
+static void begin_key(step_t *st, uint64_t start, int32_t call_op) {
+  owner_ledger_t *me = st->me;
+  st->start = start;
+  st->releases_idle = me->releases == 0;
+  st->holds_idle = st->releases_idle && me->confirms == 0;
+  st->rel_epoch = me->release_epoch;
+  st->hold_epoch = me->hold_epoch;
+  st->was_confirmed = me->confirmed;
+  st->confirmed_seq = me->confirmed_seq;
+  if (st->op == RESV_OP_RELEASE) {
     me->releases++;
     me->release_epoch++;
     me->hold_epoch++;
     me->confirmed = false;
     memset(me->holds, 0, sizeof me->holds);
-  } else if (req.op == RESV_OP_CONFIRM) {
+  } else if (st->op == RESV_OP_CONFIRM) {
     me->confirms++;
     me->hold_epoch++;
-  } else if (req.op == RESV_OP_ABANDON) {
-    me->holds[w->id][j].live = false;
+  } else if (st->op == RESV_OP_ABANDON || call_op == RESV_OP_RESERVE_ALL) {
+    me->holds[st->w->id][st->j].live = false;
   }
-  pthread_mutex_unlock(&k->mutex);
+}
+
+/* After the call, under the key's mutex: what overlapped it. */
+static void end_key(step_t *st, uint64_t done, int64_t now) {
+  owner_ledger_t *me = st->me;
+  st->done = done;
+  st->now = now;
+  /* Whether no release of o overlapped the call: else what it answered
+   * may be undone already, and another owner may rightly hold the key. */
+  st->unreleased = st->releases_idle && me->release_epoch == st->rel_epoch;
+  /* Whether o's confirmed claim stood for the whole call. */
+  st->confirmed_stood = st->was_confirmed && st->unreleased && st->confirmed_seq < st->start;
+  if (st->op == RESV_OP_RELEASE) {
+    me->releases--;
+    me->release_epoch++;
+    me->hold_epoch++;
+  } else if (st->op == RESV_OP_CONFIRM) {
+    me->confirms--;
+    me->hold_epoch++;
+  }
+}
+
+/* The call's status against its keys' answers (the *_all ops). */
+static void check_status(run_t *r, const resv_request_t *req, const resv_answer_t *a) {
+  size_t conflicts = 0, held = 0, confirmed = 0;
+  for (size_t i = 0; i < a->nkeys; i++) {
+    conflicts += a->keys[i].status == RESV_CONFLICT;
+    held += a->keys[i].status == RESV_RESERVED || a->keys[i].status == RESV_CONFIRMED;
+    confirmed += a->keys[i].status == RESV_CONFIRMED;
+  }
+  bool sound = a->nkeys == req->nkeys;
+  if (req->op == RESV_OP_RESERVE_ALL)
+    sound = sound && (a->status == RESV_RESERVED ? held == a->nkeys
+                      : a->status == RESV_CONFLICT && conflicts > 0 && held == confirmed);
+  else if (req->op == RESV_OP_CONFIRM_ALL)
+    sound = sound && (a->status == RESV_CONFIRMED ? confirmed == a->nkeys
+                      : a->status == RESV_CONFLICT && confirmed < a->nkeys);
+  else
+    sound = sound && a->status == RESV_ABANDONED;
+  if (!sound)
+    violation(r, "op %d answered %s with %zu conflicts, %zu held of %zu keys", (int)req->op,
+              resv_status_name(a->status), conflicts, held, a->nkeys);
+}
+
+static void lock_keys(run_t *r, const int *ki, size_t n) {
+  for (size_t i = 0; i < n; i++) pthread_mutex_lock(&r->keys[ki[i]].mutex);
+}
+
+static void unlock_keys(run_t *r, const int *ki, size_t n) {
+  for (size_t i = n; i-- > 0;) pthread_mutex_unlock(&r->keys[ki[i]].mutex);
+}
+
+/* One call of one key, or of two (reserve_all, confirm_all, abandon_all,
+ * the keys in either order): every key's answer checked as the single-key
+ * op's, the ledgers of its keys locked in key order. */
+static void step(worker_t *w) {
+  run_t *r = w->run;
+  int o = w->id / 2, j = rand_r(&w->rnd) % ATTEMPTS;
+  int dice = rand_r(&w->rnd) % 100;
+  char attempt[32];
+  snprintf(attempt, sizeof attempt, "t%da%d", w->id, j);
+  resv_request_t req = {.owner = test_owner("", owner_names[o]),
+                        .attempt = resv_cstr(attempt),
+                        .ttl_ms = 20 + rand_r(&w->rnd) % 200,
+                        .version = rand_r(&w->rnd) % 100};
+  req.op = dice < 28 ? RESV_OP_RESERVE : dice < 40 ? RESV_OP_CONFIRM
+           : dice < 60 ? RESV_OP_ABANDON : dice < 65 ? RESV_OP_RELEASE
+           : dice < 80 ? RESV_OP_GET : dice < 90 ? RESV_OP_RESERVE_ALL
+           : dice < 95 ? RESV_OP_CONFIRM_ALL : RESV_OP_ABANDON_ALL;
+  size_t n = resv__op_is_all(req.op) ? 2 : 1;
+  int ki[2] = {rand_r(&w->rnd) % KEYS, 0};
+  ki[1] = (ki[0] + 1 + rand_r(&w->rnd) % (KEYS - 1)) % KEYS;
+  if (ki[1] < ki[0]) ki[0] ^= ki[1], ki[1] ^= ki[0], ki[0] ^= ki[1]; /* key order */
+  bool swap = n == 2 && rand_r(&w->rnd) % 2;                          /* in the request */
+  resv_key_t keys[2];
+  for (size_t i = 0; i < n; i++)
+    keys[swap ? n - 1 - i : i] = test_key("email", key_names[ki[i]]);
+  req.key = keys[0];
+  if (n == 2) req.keys = keys, req.nkeys = 2;
+
+  step_t st[2];
+  lock_keys(r, ki, n);
+  uint64_t start = atomic_fetch_add(&r->seq, 1);
+  for (size_t i = 0; i < n; i++) {
+    key_ledger_t *k = &r->keys[ki[i]];
+    st[i] = (step_t){.r = r, .w = w, .k = k, .me = &k->owners[o], .ki = ki[i], .o = o,
+                     .j = j, .attempt = attempt, .op = resv__op_single(req.op)};
+    begin_key(&st[i], start, req.op);
+  }
+  unlock_keys(r, ki, n);
 
   resv_answer_t a = {0};
   resv_error_t err;
   bool ok = resv_call(w->local->type, &req, &a, &err);
   atomic_fetch_add(&r->calls, 1);
 
-  pthread_mutex_lock(&k->mutex);
+  lock_keys(r, ki, n);
   int64_t now = atomic_load(&r->clock); /* no store is ahead of it */
   uint64_t done = atomic_fetch_add(&r->seq, 1);
-  /* Whether no release of o overlapped the call: else what it answered
-   * may be undone already, and another owner may rightly hold the key. */
-  bool unreleased = releases_idle && me->release_epoch == rel_epoch;
-  /* Whether o's confirmed claim stood for the whole call. */
-  bool confirmed_stood = was_confirmed && releases_idle && me->release_epoch == rel_epoch &&
-                         confirmed_seq < start;
-  if (req.op == RESV_OP_RELEASE) {
-    me->releases--;
-    me->release_epoch++;
-    me->hold_epoch++;
-  } else if (req.op == RESV_OP_CONFIRM) {
-    me->confirms--;
-    me->hold_epoch++;
-  }
+  for (size_t i = 0; i < n; i++) end_key(&st[i], done, now);
   if (!ok) {
     atomic_fetch_add(&r->errors, 1);
     if (!(err.code == RESV_ETIMEOUT || (err.code == RESV_ESERVER && err.server_code == 11000)))
       violation(r, "op %d: %s: %s", (int)req.op, resv_code_name(err.code), err.message);
-    pthread_mutex_unlock(&k->mutex);
-    resv_answer_clear(&a);
-    return;
+  } else {
+    atomic_fetch_add(&r->answers[a.status], 1);
+    if (n == 2) check_status(r, &req, &a);
+    for (size_t i = 0; i < n && (n == 1 || a.nkeys == n); i++) {
+      const resv_answer_t *ai = n == 1 ? &a : &a.keys[swap ? n - 1 - i : i];
+      /* A reserve_all that conflicts abandons its attempt on the keys
+       * that were not in conflict. */
+      if (req.op == RESV_OP_RESERVE_ALL && a.status == RESV_CONFLICT && ai->status != RESV_CONFLICT)
+        st[i].op = RESV_OP_ABANDON;
+      check_answer(&st[i], ai, owner_of_answer(ai));
+    }
   }
-  atomic_fetch_add(&r->answers[a.status], 1);
-  step_t st = {r, w, k, me, ki, o, j, attempt, req.op, start, done, hold_epoch, rel_epoch,
-               now, unreleased, confirmed_stood, holds_idle, releases_idle};
-  check_answer(&st, &a, owner_of_answer(&a));
-  pthread_mutex_unlock(&k->mutex);
+  unlock_keys(r, ki, n);
   resv_answer_clear(&a);
 }
 
