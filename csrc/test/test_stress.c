@@ -40,6 +40,8 @@
  *
  * RESV_STRESS_MS sets each run's length (default 1500 ms; make stress
  * runs longer). Figures go to stderr ("stress:"). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,7 @@ typedef struct run {
   atomic_bool stop;
   atomic_int violations;
   atomic_long calls, errors, answers[10];
+  atomic_int kills;
   int64_t max_jump;
   int clock_step_us;
 } run_t;
@@ -182,6 +185,16 @@ typedef struct step {
   bool was_confirmed, unreleased, confirmed_stood, holds_idle, releases_idle;
 } step_t;
 
+/* A claim is written before it is marked live: a process killed between
+ * the two (the runs with kills) leaves a claim that was never made, not
+ * one with another's expiry. */
+static void record_hold(hold_t *h, int64_t expires, uint64_t seq) {
+  h->expires = expires;
+  h->seq = seq;
+  atomic_signal_fence(memory_order_seq_cst);
+  h->live = true;
+}
+
 /* Checks an answer against the ledger and records what it proves, under
  * the key's mutex. */
 static void check_answer(const step_t *st, const resv_answer_t *a, int holder) {
@@ -202,7 +215,7 @@ static void check_answer(const step_t *st, const resv_answer_t *a, int holder) {
     if (a->expires_at > st->now) holds_kept(st->r, st->k, st->o, st->start, st->now, a, "reserve");
     if (st->holds_idle && st->me->hold_epoch == st->hold_epoch &&
         st->me->release_epoch == st->rel_epoch)
-      st->me->holds[st->w->id][st->j] = (hold_t){true, a->expires_at, st->done};
+      record_hold(&st->me->holds[st->w->id][st->j], a->expires_at, st->done);
     break;
   }
   case RESV_CONFIRMED: {
@@ -222,8 +235,9 @@ static void check_answer(const step_t *st, const resv_answer_t *a, int holder) {
                 (unsigned long long)st->done, owner_names[other], why);
     if (holder != st->o) violation(st->r, "confirmed answer for another owner");
     if (st->releases_idle && st->me->release_epoch == st->rel_epoch) {
-      st->me->confirmed = true;
       st->me->confirmed_seq = st->done;
+      atomic_signal_fence(memory_order_seq_cst); /* see record_hold */
+      st->me->confirmed = true;
     }
     memset(st->me->holds, 0, sizeof st->me->holds);
     break;
@@ -330,8 +344,14 @@ static void check_status(run_t *r, const resv_request_t *req, const resv_answer_
               resv_status_name(a->status), conflicts, held, a->nkeys);
 }
 
+/* The ledger's locks are robust: one a killed process held goes to the
+ * next locker, with what the dead one wrote under it (each write a truth
+ * of its own, or a claim not yet marked live; a call it had begun stays
+ * in flight for good, so what it might have undone is never asserted). */
 static void lock_keys(run_t *r, const int *ki, size_t n) {
-  for (size_t i = 0; i < n; i++) pthread_mutex_lock(&r->keys[ki[i]].mutex);
+  for (size_t i = 0; i < n; i++)
+    if (pthread_mutex_lock(&r->keys[ki[i]].mutex) == EOWNERDEAD)
+      pthread_mutex_consistent(&r->keys[ki[i]].mutex);
 }
 
 static void unlock_keys(run_t *r, const int *ki, size_t n) {
@@ -448,6 +468,7 @@ typedef struct where {
   bool file;
   int32_t sync;
   int procs;
+  bool kills; /* processes killed (SIGKILL) at random and started again */
   const char *name;
 } where_t;
 
@@ -488,19 +509,39 @@ static int run_workers(run_t *r, const where_t *at, int first, int step_by, int 
   return 0;
 }
 
-/* PROCS processes of THREADS / PROCS workers: process p runs ids p,
- * p + PROCS, ... (an owner's two threads in two processes); this one
- * leads the clock. */
+/* Process p of a run: ids p, p + PROCS, ... (an owner's two threads in
+ * two processes). */
+static pid_t start_process(run_t *r, const where_t *at, int p) {
+  pid_t pid = fork();
+  ck_assert_int_ne(pid, -1);
+  if (pid == 0) test_child_exit(run_workers(r, at, p, PROCS, THREADS / PROCS, false));
+  return pid;
+}
+
+/* PROCS processes of THREADS / PROCS workers; this one leads the clock
+ * and, with kills, kills one of them every 20 to 120 ms (whatever it was
+ * doing: inside a write transaction, holding the write gate, between two
+ * pages of a commit) and starts it again. */
 static void run_processes(run_t *r, const where_t *at) {
   pid_t pids[PROCS];
-  for (int p = 0; p < PROCS; p++) {
-    ck_assert_int_ne(pids[p] = fork(), -1);
-    if (pids[p] == 0) test_child_exit(run_workers(r, at, p, PROCS, THREADS / PROCS, false));
-  }
+  for (int p = 0; p < PROCS; p++) pids[p] = start_process(r, at, p);
   clock_arg_t c = {r, NULL, true};
   pthread_t clock;
   ck_assert(pthread_create(&clock, NULL, clock_main, &c) == 0);
-  usleep((useconds_t)(stress_ms() * 1000));
+  unsigned rnd = (unsigned)getpid();
+  int64_t left_us = stress_ms() * 1000;
+  while (left_us > 0) {
+    int64_t pause = at->kills ? 20000 + rand_r(&rnd) % 100000 : left_us;
+    usleep((useconds_t)(pause < left_us ? pause : left_us));
+    left_us -= pause;
+    if (!at->kills || left_us <= 0) continue;
+    int p = rand_r(&rnd) % PROCS, status;
+    ck_assert_int_eq(kill(pids[p], SIGKILL), 0);
+    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+    ck_assert_msg(WIFSIGNALED(status), "stress: process %d ended before it was killed", p);
+    atomic_fetch_add(&r->kills, 1);
+    pids[p] = start_process(r, at, p);
+  }
   atomic_store(&r->stop, true);
   pthread_join(clock, NULL);
   for (int p = 0; p < PROCS; p++) {
@@ -519,6 +560,7 @@ static void stress(where_t at) {
   pthread_mutexattr_t shared;
   pthread_mutexattr_init(&shared);
   pthread_mutexattr_setpshared(&shared, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&shared, PTHREAD_MUTEX_ROBUST);
   for (int i = 0; i < KEYS; i++) pthread_mutex_init(&r->keys[i].mutex, &shared);
   pthread_mutexattr_destroy(&shared);
   r->max_jump = 150;
@@ -535,7 +577,7 @@ static void stress(where_t at) {
   fprintf(stderr,
           "stress: %s, %d threads, %d keys, %lld ms: %ld calls (%ld/s), %ld errors; "
           "reserved %ld confirmed %ld conflict %ld abandoned %ld kept %ld absent %ld "
-          "released %ld pending %ld expired %ld; %d violations\n",
+          "released %ld pending %ld expired %ld; %d processes killed; %d violations\n",
           at.name, THREADS, KEYS, (long long)stress_ms(),
           atomic_load(&r->calls), atomic_load(&r->calls) * 1000 / stress_ms(),
           atomic_load(&r->errors), atomic_load(&r->answers[RESV_RESERVED]),
@@ -543,7 +585,7 @@ static void stress(where_t at) {
           atomic_load(&r->answers[RESV_ABANDONED]), atomic_load(&r->answers[RESV_KEPT]),
           atomic_load(&r->answers[RESV_ABSENT]), atomic_load(&r->answers[RESV_RELEASED]),
           atomic_load(&r->answers[RESV_PENDING]), atomic_load(&r->answers[RESV_EXPIRED]),
-          atomic_load(&r->violations));
+          atomic_load(&r->kills), atomic_load(&r->violations));
   ck_assert_int_eq(atomic_load(&r->violations), 0);
   ck_assert_int_gt(atomic_load(&r->answers[RESV_RESERVED]), 0);
   ck_assert_int_gt(atomic_load(&r->answers[RESV_CONFLICT]), 0);
@@ -575,13 +617,22 @@ START_TEST(one_owner_per_key_under_load_on_file_processes) {
 }
 END_TEST
 
+START_TEST(one_owner_per_key_under_load_on_file_processes_killed) {
+  stress((where_t){.file = true, .sync = RESV_SYNC_PROCESS, .procs = PROCS, .kills = true,
+                   .name = "file (process), 4 processes killed"});
+  stress((where_t){.file = true, .sync = RESV_SYNC_DISK, .procs = PROCS, .kills = true,
+                   .name = "file (disk), 4 processes killed"});
+}
+END_TEST
+
 Suite *stress_suite(void) {
   Suite *s = suite_create("stress");
   const TTest *tests[] = {
       one_owner_per_key_under_load_on_memory, one_owner_per_key_under_load_on_mongo,
       one_owner_per_key_under_load_on_file_threads,
-      one_owner_per_key_under_load_on_file_processes, NULL};
+      one_owner_per_key_under_load_on_file_processes,
+      one_owner_per_key_under_load_on_file_processes_killed, NULL};
   TCase *tc = test_tcase(s, "stress", 0, NULL, NULL, tests);
-  tcase_set_timeout(tc, (double)(2 * stress_ms() / 1000 + 60));
+  tcase_set_timeout(tc, (double)(2 * stress_ms() / 1000 + 120));
   return s;
 }
