@@ -474,7 +474,8 @@ typedef struct where {
 
 static resv_store_t *open_store(const where_t *at, resv_error_t *err) {
   resv_options_t o = {.uri = at->uri, .path = at->path, .sync = at->sync, .threads = 4,
-                      .timeout_ms = 5000, .map_size = 64 << 20};
+                      .timeout_ms = getenv("RESV_TEST_SLOW") ? 30000 : 5000,
+                      .map_size = 64 << 20};
   return resv_store_open(&o, err);
 }
 
