@@ -320,25 +320,22 @@ static bool get_holds(reader_t *r, resv__file_rec_t *out, resv_error_t *err) {
 /* The values a reservation may hold, as a MongoDB document's decoder
  * takes them (doc_decode.c), so that a record copies to MongoDB and back:
  * strings of UTF-8 without NUL, a namespace, a key and an owner id not
- * empty, holds not empty and distinct, a version not negative. A record
- * that passes its checksum was written so; this is the layout's own rule,
- * for whatever wrote it. False only without memory; *why says what is
- * not allowed, or stays NULL. */
-static bool values_allowed(const resv__file_rec_t *rec, const char **why, resv_error_t *err) {
+ * empty, holds not empty (and distinct: the caller's check, which may
+ * allocate), a version not negative. A record that passes its checksum
+ * was written so; this is the layout's own rule, for whatever wrote it.
+ * NULL, or what is not allowed. */
+static const char *values_problem(const resv__file_rec_t *rec) {
   const resv_str_t s[] = {rec->key.tenant, rec->key.ns, rec->key.key, rec->owner.tenant,
                           rec->owner.id};
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
-    if (!resv__utf8_valid(s[i].ptr, s[i].len)) *why = "a string of it is not UTF-8";
+    if (!resv__utf8_valid(s[i].ptr, s[i].len)) return "a string of it is not UTF-8";
   if (!rec->key.ns.len || !rec->key.key.len || !rec->owner.id.len)
-    *why = "an empty namespace, key or owner id";
-  if (rec->state == RESV_STATE_CONFIRMED && rec->version < 0) *why = "a negative version";
-  for (size_t i = 0; i < rec->nholds && !*why; i++)
+    return "an empty namespace, key or owner id";
+  if (rec->state == RESV_STATE_CONFIRMED && rec->version < 0) return "a negative version";
+  for (size_t i = 0; i < rec->nholds; i++)
     if (!rec->holds[i].len || !resv__utf8_valid(rec->holds[i].ptr, rec->holds[i].len))
-      *why = "a hold is empty or not UTF-8";
-  bool distinct = true;
-  if (!*why && !resv__strs_distinct(rec->holds, rec->nholds, &distinct, err)) return false;
-  if (!distinct) *why = "two holds are the same";
-  return true;
+      return "a hold is empty or not UTF-8";
+  return NULL;
 }
 
 bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
@@ -373,11 +370,14 @@ bool resv__file_rec_decode(const MDB_val *key, const MDB_val *val,
     out->expires_at = (int64_t)get_fixed(&r, 8);
     if (!r.bad && !get_holds(&r, out, err)) return false;
   }
-  const char *why = r.bad || r.p != r.end ? "its fields do not fit the record" : NULL;
-  if (!why && !values_allowed(out, &why, err)) {
+  const char *why = r.bad || r.p != r.end ? "its fields do not fit the record"
+                                           : values_problem(out);
+  bool distinct = true;
+  if (!why && !resv__strs_distinct(out->holds, out->nholds, &distinct, err)) {
     resv__file_rec_free(out);
     return false;
   }
+  if (!distinct) why = "two holds are the same";
   if (!why) return true;
   resv__file_rec_free(out);
   return bad(err, why);
