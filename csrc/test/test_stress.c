@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -511,11 +512,15 @@ static int run_workers(run_t *r, const where_t *at, int first, int step_by, int 
 }
 
 /* Process p of a run: ids p, p + PROCS, ... (an owner's two threads in
- * two processes). */
+ * two processes). It dies with this one (a failed assertion here must not
+ * leave it running). */
 static pid_t start_process(run_t *r, const where_t *at, int p) {
-  pid_t pid = fork();
+  pid_t parent = getpid(), pid = fork();
   ck_assert_int_ne(pid, -1);
-  if (pid == 0) test_child_exit(run_workers(r, at, p, PROCS, THREADS / PROCS, false));
+  if (pid == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) test_child_exit(2);
+    test_child_exit(run_workers(r, at, p, PROCS, THREADS / PROCS, false));
+  }
   return pid;
 }
 
