@@ -433,12 +433,18 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* One step of the run's clock. */
+static void tick(run_t *r, unsigned *rnd) {
+  int64_t jump = rand_r(rnd) % 4 == 0 ? rand_r(rnd) % (r->max_jump + 1) : 1;
+  atomic_fetch_add(&r->clock, jump);
+}
+
 /* The clock of a process: the first one moves the run's clock forward in
  * jumps; each sets its store's from it (so a store's time is never ahead
  * of the run's, and only moves forward). */
 typedef struct clock_arg {
   run_t *r;
-  local_t *local; /* NULL: a process without a store */
+  local_t *local;
   bool leads;
 } clock_arg_t;
 
@@ -447,10 +453,7 @@ static void *clock_main(void *arg) {
   unsigned rnd = 7;
   while (!atomic_load(&c->r->stop)) {
     usleep((useconds_t)c->r->clock_step_us);
-    if (c->leads) {
-      int64_t jump = rand_r(&rnd) % 4 == 0 ? rand_r(&rnd) % (c->r->max_jump + 1) : 1;
-      atomic_fetch_add(&c->r->clock, jump);
-    }
+    if (c->leads) tick(c->r, &rnd);
     if (c->local) resv_store_set_time(c->local->store, atomic_load(&c->r->clock));
   }
   return NULL;
@@ -524,23 +527,24 @@ static pid_t start_process(run_t *r, const where_t *at, int p) {
   return pid;
 }
 
-/* PROCS processes of THREADS / PROCS workers; this one leads the clock
+/* PROCS processes of THREADS / PROCS workers; this one moves the clock
  * and, with kills, kills one of them every 20 to 120 ms (whatever it was
  * doing: inside a write transaction, holding the write gate, between two
- * pages of a commit) and starts it again. */
+ * pages of a commit) and starts it again. It runs no thread of its own:
+ * a process forked beside a running thread gets that thread's stack for
+ * its own next thread, which ThreadSanitizer reports as one thread
+ * started twice. */
 static void run_processes(run_t *r, const where_t *at) {
   pid_t pids[PROCS];
   for (int p = 0; p < PROCS; p++) pids[p] = start_process(r, at, p);
-  clock_arg_t c = {r, NULL, true};
-  pthread_t clock;
-  ck_assert(pthread_create(&clock, NULL, clock_main, &c) == 0);
   unsigned rnd = (unsigned)getpid();
-  int64_t left_us = stress_ms() * 1000;
-  while (left_us > 0) {
-    int64_t pause = at->kills ? 20000 + rand_r(&rnd) % 100000 : left_us;
-    usleep((useconds_t)(pause < left_us ? pause : left_us));
-    left_us -= pause;
-    if (!at->kills || left_us <= 0) continue;
+  int64_t end = resv__now_ns() + stress_ms() * 1000000;
+  int64_t kill_at = at->kills ? resv__now_ns() + (20 + rand_r(&rnd) % 100) * 1000000 : INT64_MAX;
+  while (resv__now_ns() < end) {
+    usleep((useconds_t)r->clock_step_us);
+    tick(r, &rnd);
+    if (resv__now_ns() < kill_at) continue;
+    kill_at = resv__now_ns() + (20 + rand_r(&rnd) % 100) * 1000000;
     int p = rand_r(&rnd) % PROCS, status;
     ck_assert_int_eq(kill(pids[p], SIGKILL), 0);
     ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
@@ -549,7 +553,6 @@ static void run_processes(run_t *r, const where_t *at) {
     pids[p] = start_process(r, at, p);
   }
   atomic_store(&r->stop, true);
-  pthread_join(clock, NULL);
   for (int p = 0; p < PROCS; p++) {
     int status = 0;
     ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
