@@ -379,8 +379,12 @@ static void step(worker_t *w) {
   size_t n = resv__op_is_all(req.op) ? 2 : 1;
   int ki[2] = {rand_r(&w->rnd) % KEYS, 0};
   ki[1] = (ki[0] + 1 + rand_r(&w->rnd) % (KEYS - 1)) % KEYS;
-  if (ki[1] < ki[0]) ki[0] ^= ki[1], ki[1] ^= ki[0], ki[0] ^= ki[1]; /* key order */
-  bool swap = n == 2 && rand_r(&w->rnd) % 2;                          /* in the request */
+  if (ki[1] < ki[0]) { /* the ledgers in key order */
+    int lower = ki[1];
+    ki[1] = ki[0];
+    ki[0] = lower;
+  }
+  bool swap = n == 2 && rand_r(&w->rnd) % 2; /* the request's keys the other way */
   resv_key_t keys[2];
   for (size_t i = 0; i < n; i++)
     keys[swap ? n - 1 - i : i] = test_key("email", key_names[ki[i]]);
