@@ -237,7 +237,7 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), timeout_ms);
   if (!check_marker(e, false, deadline, err, &unmarked) ||
       (unmarked && !check_marker(e, true, deadline, err, &unmarked)) ||
-      !resv__file_state_start(e->state, e->mdb, &e->resize, e->gate, deadline, err)) {
+      !resv__file_state_start(e->state, e->mdb, &e->resize, e->gate, &e->id, deadline, err)) {
     env_free(e);
     return NULL;
   }

@@ -33,6 +33,7 @@
  * "replaced" digit through its own map; every process sees that byte
  * under the writer lock and reads the new file only then. */
 #include "file_state.h"
+#include "file_check.h"    /* the files, before a transaction maps them */
 #include "file_internal.h" /* the write gate */
 
 #include <errno.h>
@@ -81,6 +82,7 @@ struct resv__file_state {
   MDB_env *env;
   pthread_rwlock_t *resize;
   resv__gate_t *gate; /* every writer's, taken before LMDB's writer lock */
+  resv__file_identity_t *id; /* checked before each checkpoint's transaction */
   /* data.mdb is allocated on the disk up to room (sync = "process"); 0
    * when the file system cannot allocate ahead. Under the writer lock. */
   int64_t room;
@@ -215,7 +217,12 @@ static int write_state(resv__file_state_t *s, bool dirty) {
  * transaction): syncs data.mdb and records clean, unless the state is
  * clean already. Waits for the gate until deadline (resv__monotonic_ms's
  * clock): a writer frozen inside a commit costs a checkpoint, never a
- * caller. Returns 0, an LMDB code or an errno (ETIMEDOUT for the gate). */
+ * caller. The files are checked first, as before every transaction: a
+ * data.mdb truncated while open would kill the process at LMDB's first
+ * read of its map (SIGBUS), and files removed or replaced are no longer
+ * this store's to sync. Returns 0, an LMDB code, an errno (ETIMEDOUT for
+ * the gate) or resv__file_identity_check's RESV__FILE_GONE or
+ * RESV__FILE_SHORT. */
 static int checkpoint(resv__file_state_t *s, int64_t deadline) {
   MDB_txn *txn;
   resv_error_t gate_err;
@@ -223,6 +230,7 @@ static int checkpoint(resv__file_state_t *s, int64_t deadline) {
   if (!resv__gate_try(s->gate) &&
       !resv__gate_enter(s->gate, deadline, "checkpoint", &gate_err))
     return ETIMEDOUT;
+  if ((rc = resv__file_identity_check(s->id, s->env, false))) goto leave_gate;
   for (;;) { /* as file_txn.c's resv__file_begin_txn: adopt a map another process grew */
     pthread_rwlock_rdlock(s->resize);
     if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != MDB_MAP_RESIZED) break;
@@ -271,8 +279,9 @@ static void *checkpoint_thread(void *arg) {
     }
     atomic_store(&s->wrote, false);
     pthread_mutex_unlock(&s->mutex);
-    if (checkpoint(s, resv__add_ms_sat(resv__monotonic_ms(), CHECKPOINT_GATE_MS)) != 0) {
-      /* tried again after the next idle moment */
+    int rc = checkpoint(s, resv__add_ms_sat(resv__monotonic_ms(), CHECKPOINT_GATE_MS));
+    if (rc != 0 && rc != RESV__FILE_GONE) {
+      /* tried again after the next idle moment (the files gone, never) */
       atomic_store(&s->last_write_ms, resv__monotonic_ms());
       atomic_store(&s->wrote, true);
     }
@@ -446,10 +455,12 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
 }
 
 bool resv__file_state_start(resv__file_state_t *s, MDB_env *env, pthread_rwlock_t *resize,
-                            resv__gate_t *gate, int64_t deadline, resv_error_t *err) {
+                            resv__gate_t *gate, resv__file_identity_t *id, int64_t deadline,
+                            resv_error_t *err) {
   s->env = env;
   s->resize = resize;
   s->gate = gate;
+  s->id = id;
   if (s->fresh || s->recheck) {
     int rc = checkpoint(s, deadline);
     if (rc == ETIMEDOUT)

@@ -28,11 +28,15 @@ resv__file_state_t *resv__file_state_open(const char *path, bool disk, bool rese
  * none, checkpoints a dirty store of this boot, and (sync = "process")
  * starts the checkpoint thread. resize is the environment's lock that
  * every transaction holds shared; gate the write gate every checkpoint
- * takes first (file_gate.c), waiting for it at open until deadline. */
+ * takes first (file_gate.c), waiting for it at open until deadline; id
+ * the files' check (file_check.h) every checkpoint runs before it begins
+ * its transaction. */
 struct resv__gate;
+struct resv__file_identity;
 bool resv__file_state_start(resv__file_state_t *s, MDB_env *env,
                             pthread_rwlock_t *resize, struct resv__gate *gate,
-                            int64_t deadline, resv_error_t *err);
+                            struct resv__file_identity *id, int64_t deadline,
+                            resv_error_t *err);
 
 /* Inside a write transaction, before it writes (it holds LMDB's writer
  * lock): makes the state file say dirty, durably, unless it does already.

@@ -26,6 +26,7 @@
 
 #define HOUR (3600 * 1000)
 #define KEYS 2000
+#define IDLE_MS 50 /* the truncated store's checkpoint after a write */
 #define NOBODY 65534
 
 static char dir[256];
@@ -234,13 +235,18 @@ typedef struct cut {
   bool through_link;
 } cut_t;
 
-/* Opens, reads everything, truncates data.mdb as *arg says, then every
- * get and a reserve must answer format (a get of a key whose pages are
- * left is no better: the file is damaged). Exits 100 + format when they
- * all do. */
+/* Opens, reads everything, writes once, truncates data.mdb as *arg says,
+ * then every get and a reserve must answer format (a get of a key whose
+ * pages are left is no better: the file is damaged), and neither the
+ * checkpoint due after the write nor the store's close may kill the
+ * process (both look at the files before LMDB reads its map). Exits 100 +
+ * format when all is so. */
 static void truncate_under_open_store(void *arg) {
   const cut_t *cut = arg;
   resv_error_t err = {0};
+  char idle[16];
+  snprintf(idle, sizeof idle, "%d", IDLE_MS);
+  setenv("RESV_CHECKPOINT_IDLE_MS", idle, 1);
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_type_t *t = type_of(s);
   char key[32];
@@ -250,6 +256,9 @@ static void truncate_under_open_store(void *arg) {
     if (!call(t, RESV_OP_GET, key, "o1", &a, &err) || a.status != RESV_PENDING) test_child_exit(3);
     resv_answer_clear(&a);
   }
+  if (!call(t, RESV_OP_RESERVE, "late@x", "o1", &a, &err) || a.status != RESV_RESERVED)
+    test_child_exit(8);
+  resv_answer_clear(&a);
   if (cut->through_link) {
     char file[300], link_name[300];
     file_of(file, sizeof file, "data.mdb");
@@ -271,6 +280,10 @@ static void truncate_under_open_store(void *arg) {
   if (answered) test_child_exit(6);
   if (call(t, RESV_OP_RESERVE, "new@x", "o2", &a, &err) || err.code != RESV_EFORMAT)
     test_child_exit(5);
+  usleep(4 * IDLE_MS * 1000); /* the checkpoint due after late@x ran */
+  resv_store_close(s);
+  for (int i = 0; i < 3000 && resv__store_reapers() > 0; i++) usleep(10 * 1000);
+  if (resv__store_reapers() > 0) test_child_exit(9);
   child_exit_with(&err);
 }
 
