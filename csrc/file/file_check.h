@@ -16,6 +16,7 @@
 #define RESV_FILE_CHECK_H
 
 #include "base.h"
+#include "file_ring.h"
 
 #include <lmdb.h>
 #include <pthread.h>
@@ -55,6 +56,7 @@ typedef struct resv__file_identity {
   int dir_wd, data_wd;
   int n_up;
   struct { int wd; unsigned short off, len; } up[RESV__FILE_WATCH_UP];
+  resv__file_ring_t ring;   /* whether ino has anything to read (file_ring.h) */
   pthread_mutex_t drain;    /* reading ino and acting on what it says */
   bool measured;            /* size is data.mdb's since the last event; under drain */
   _Atomic int64_t size;     /* data.mdb's size as last measured */
@@ -112,6 +114,9 @@ int resv__file_identity_paths(resv__file_identity_t *id);
 
 /* Fills err for rc (RESV__FILE_GONE: RESV_ECLOSED; RESV__FILE_SHORT:
  * RESV_EFORMAT), what being the operation. Returns false. */
+/* For tests: how many times this process has read its watches' queues. */
+uint64_t resv__file_identity_reads(void);
+
 bool resv__file_identity_fail(const resv__file_identity_t *id, int rc, const char *what,
                               resv_error_t *err);
 

@@ -18,7 +18,9 @@
  * leads to the store. The kernel queues an event before the call that
  * removes, renames, creates or truncates returns, so a check that reads
  * the queue (one read, which finds it empty when nothing happened) sees
- * every such change made before it: at the start of every transaction,
+ * every such change made before it (on the thread that opened the store,
+ * the read is made only when the kernel's mark in a ring says the queue
+ * has news, file_ring.h): at the start of every transaction,
  * and for a write once it holds the write gate (file_gate.c: every writer
  * takes it before LMDB's writer lock). A write that follows its own
  * call's read transaction (file_store.c: a reserve reads first, so that
@@ -137,6 +139,7 @@ static void watch_start(resv__file_identity_t *id) {
     id->ino = -1;
     return;
   }
+  resv__file_ring_open(&id->ring, id->ino);
   atomic_store(&id->watching, true);
 }
 
@@ -174,6 +177,8 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   id->ready = true;
   /* Watched before the first measure: a change after it is an event. */
   id->ino = -1;
+  id->ring.fd = -1;
+  id->ring.owner = 0;
   atomic_init(&id->watching, false);
   if (watch) watch_start(id);
   resv__file_identity_grow(id, mdb);
@@ -182,6 +187,7 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
 
 void resv__file_identity_close(resv__file_identity_t *id) {
   if (!id->ready) return;
+  resv__file_ring_close(&id->ring);
   if (id->ino >= 0) close(id->ino);
   pthread_mutex_destroy(&id->drain);
   id->ready = false;
@@ -283,9 +289,14 @@ static void event(resv__file_identity_t *id, const struct inotify_event *ev, boo
   }
 }
 
+static _Atomic uint64_t queue_reads;
+
+uint64_t resv__file_identity_reads(void) { return atomic_load(&queue_reads); }
+
 /* Reads every event queued (under id->drain). */
 static void drain(resv__file_identity_t *id, bool *size, bool *paths, bool *lost) {
   char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  atomic_fetch_add_explicit(&queue_reads, 1, memory_order_relaxed);
   for (;;) {
     ssize_t n = read(id->ino, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
@@ -306,7 +317,7 @@ static void drain(resv__file_identity_t *id, bool *size, bool *paths, bool *lost
 static int check_watched(resv__file_identity_t *id, MDB_env *mdb, bool *paths) {
   bool size = false, lost = false;
   pthread_mutex_lock(&id->drain);
-  drain(id, &size, paths, &lost);
+  if (resv__file_ring_news(&id->ring)) drain(id, &size, paths, &lost);
   if (lost) atomic_store(&id->watching, false);
   int rc = 0;
   if (size || !id->measured) {

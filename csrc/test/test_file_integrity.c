@@ -567,5 +567,6 @@ Suite *file_integrity_suite(void) {
   Suite *s = test_suite("file_integrity", "file_integrity", 60, setup, teardown, tests);
   file_unwatched_tcase(s);
   file_flush_tcase(s);
+  file_ring_tcase(s);
   return s;
 }

@@ -27,6 +27,8 @@ Suite *file_integrity_suite(void);
 void file_unwatched_tcase(Suite *s);
 /* Its test case of a disk that fails a flush (test_file_flush.c). */
 void file_flush_tcase(Suite *s);
+/* Its test case of the watches' ring (test_file_ring.c). */
+void file_ring_tcase(Suite *s);
 Suite *file_records_suite(void);
 Suite *file_state_suite(void);
 Suite *rules_all_suite(void), *rules_model_suite(void);
