@@ -112,11 +112,11 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
  * takes). */
 int resv__file_identity_paths(resv__file_identity_t *id);
 
-/* Fills err for rc (RESV__FILE_GONE: RESV_ECLOSED; RESV__FILE_SHORT:
- * RESV_EFORMAT), what being the operation. Returns false. */
 /* For tests: how many times this process has read its watches' queues. */
 uint64_t resv__file_identity_reads(void);
 
+/* Fills err for rc (RESV__FILE_GONE: RESV_ECLOSED; RESV__FILE_SHORT:
+ * RESV_EFORMAT), what being the operation. Returns false. */
 bool resv__file_identity_fail(const resv__file_identity_t *id, int rc, const char *what,
                               resv_error_t *err);
 

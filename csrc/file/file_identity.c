@@ -178,7 +178,6 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   /* Watched before the first measure: a change after it is an event. */
   id->ino = -1;
   memset(&id->ring, 0, sizeof id->ring); /* no ring until the watches stand */
-  id->ring.fd = -1;
   atomic_init(&id->watching, false);
   if (watch) watch_start(id);
   resv__file_identity_grow(id, mdb);

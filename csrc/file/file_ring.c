@@ -75,14 +75,12 @@ static bool arm(resv__file_ring_t *r) {
 static void unmap(resv__file_ring_t *r) {
   if (r->rings) munmap(r->rings, r->rings_len);
   if (r->sqe_map) munmap(r->sqe_map, r->sqe_len);
-  if (r->fd >= 0) close(r->fd);
+  close(r->fd);
   r->rings = r->sqe_map = NULL;
-  r->fd = -1;
 }
 
 void resv__file_ring_open(resv__file_ring_t *r, int fd) {
   memset(r, 0, sizeof *r);
-  r->fd = -1;
   r->watched = fd;
   if (atomic_load(&resv__file_ring_refused)) return;
   struct io_uring_params p;
@@ -123,7 +121,8 @@ void resv__file_ring_open(resv__file_ring_t *r, int fd) {
 }
 
 bool resv__file_ring_news(resv__file_ring_t *r) {
-  if (!r->owner || r->owner != thread_number() || r->fd < 0) return true;
+  /* thread_number() is never 0, a zeroed ring's owner. */
+  if (r->owner != thread_number() || !r->rings) return true;
   unsigned head = atomic_load_explicit(r->cq_head, memory_order_relaxed);
   unsigned flags = atomic_load_explicit(r->flags, memory_order_acquire);
   if (!(flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) &&
@@ -139,5 +138,5 @@ bool resv__file_ring_news(resv__file_ring_t *r) {
 }
 
 void resv__file_ring_close(resv__file_ring_t *r) {
-  if (r->fd >= 0 || r->rings || r->sqe_map) unmap(r);
+  if (r->rings) unmap(r);
 }

@@ -19,8 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Zeroed, a ring that is not there. */
 typedef struct resv__file_ring {
-  int fd;          /* the ring, or -1: none */
+  int fd;          /* the ring, while rings is mapped */
   int watched;     /* the descriptor it polls */
   uint64_t owner;  /* the thread that made it (file_ring.c's number of it):
                    * the only one that may enter it */
@@ -31,12 +32,12 @@ typedef struct resv__file_ring {
   _Atomic unsigned *cq_head, *cq_tail; /* the completion ring */
   unsigned cq_mask;
   struct io_uring_cqe *cqes;
-  void *rings, *sqe_map; /* the maps, and their lengths */
+  void *rings, *sqe_map; /* the maps (rings NULL: no ring), and their lengths */
   size_t rings_len, sqe_len;
 } resv__file_ring_t;
 
-/* Makes a ring on the calling thread that polls fd; without one (r->fd
- * -1) resv__file_ring_news always says yes. */
+/* Makes a ring on the calling thread that polls fd; without one
+ * resv__file_ring_news always says yes. */
 void resv__file_ring_open(resv__file_ring_t *r, int fd);
 
 /* False only when the ring is sure the polled descriptor has had nothing
@@ -45,7 +46,7 @@ void resv__file_ring_open(resv__file_ring_t *r, int fd);
  * the owner, the ring is ready to mark the next event before it returns). */
 bool resv__file_ring_news(resv__file_ring_t *r);
 
-/* Frees the ring; accepts one that open did not make. */
+/* Frees the ring; accepts a zeroed one. */
 void resv__file_ring_close(resv__file_ring_t *r);
 
 /* For tests: no ring is made while set (the fallback's behaviour). */
