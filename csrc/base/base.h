@@ -1,5 +1,5 @@
 /* base.h: what every part of resv shares: the defaults and limits, errors,
- * clocks, fork generations, answers, validation, counters and the pages of
+ * clocks, fork generations and threads, answers, validation, counters and the pages of
  * a scan. The leaf of csrc/: it includes resv.h and nothing else of resv,
  * so the dispatcher, the document, every backend (memory, file and
  * MongoDB) and the store build on it and it on none of them. */
@@ -9,6 +9,7 @@
 #include "resv.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -110,6 +111,18 @@ unsigned resv__generation_start(void);
 /* The fork generation now (one load): differs from the recorded one in a
  * child forked after the object was made. */
 unsigned resv__generation(void);
+
+/* Every thread resv starts takes no signal: a signal sent to the process
+ * is the host's, for a thread of the host's to take (one that blocks it
+ * to read it from a signalfd or sigwait among them), never a thread of
+ * resv's, where its default action could end the process. A thread
+ * starts with every signal blocked; returns pthread_create's code. */
+int resv__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
+/* Blocks every signal in this thread, the mask before into *old, for a
+ * call that may start a library's threads (mongoc's monitors), which
+ * inherit the mask; resv__signals_restore(old) puts it back. */
+void resv__signals_block(sigset_t *old);
+void resv__signals_restore(const sigset_t *old);
 
 /* ---- Answers (answer.c) ---------------------------------------------- */
 

@@ -1,4 +1,5 @@
-/* process.c: which process an object belongs to.
+/* process.c: which process an object belongs to, and the threads resv
+ * starts in it.
  *
  * A store's threads and connections, a job in flight and an inbox's list
  * live in the process that made them; a child forked afterwards inherits
@@ -26,3 +27,21 @@ unsigned resv__generation(void) {
 }
 
 uint32_t resv_process_generation(void) { return resv__generation_start(); }
+
+/* ---- threads ------------------------------------------------------------ */
+
+void resv__signals_block(sigset_t *old) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, old);
+}
+
+void resv__signals_restore(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
+int resv__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg) {
+  sigset_t old;
+  resv__signals_block(&old); /* a new thread inherits its maker's mask */
+  int rc = pthread_create(thread, NULL, fn, arg);
+  resv__signals_restore(&old);
+  return rc;
+}

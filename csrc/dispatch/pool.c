@@ -79,7 +79,7 @@ resv__pool_t *resv__pool_new(int threads, int queue, resv_error_t *err) {
   pthread_cond_init(&pool->cond, NULL);
   pool->capacity = queue;
   for (int i = 0; i < threads; i++) {
-    int rc = pthread_create(&pool->threads[i], NULL, worker_main, pool);
+    int rc = resv__thread_start(&pool->threads[i], worker_main, pool);
     if (rc != 0) {
       resv__fail(err, RESV_ENOMEM, "cannot start dispatcher thread %d: %s", i, strerror(rc));
       resv__pool_shutdown(pool);

@@ -471,7 +471,7 @@ bool resv__file_state_start(resv__file_state_t *s, MDB_env *env, pthread_rwlock_
                         s->path, mdb_strerror(rc));
   }
   if (!s->disk) {
-    if (pthread_create(&s->thread, NULL, checkpoint_thread, s) != 0)
+    if (resv__thread_start(&s->thread, checkpoint_thread, s) != 0)
       return resv__fail(err, RESV_ENOMEM, "open: cannot start the checkpoint thread");
     s->thread_started = true;
   }

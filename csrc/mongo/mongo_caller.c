@@ -70,7 +70,12 @@ resv__mongo_callers_t *resv__mongo_callers_new(int limit) {
 /* A new slot with a client of m's pool, its connections made through the
  * deadline stream. NULL (err filled) when the pool has none to give. */
 static slot_t *slot_new(resv__mongo_t *m, resv_error_t *err) {
+  /* The pool's first pop starts mongoc's monitoring threads, from this
+   * host's thread: with no signal to take (base.h). */
+  sigset_t mask;
+  resv__signals_block(&mask);
   mongoc_client_t *client = mongoc_client_pool_try_pop(m->pool);
+  resv__signals_restore(&mask);
   if (!client) {
     resv__fail(err, RESV_EUNAVAILABLE, "no client in the pool");
     return NULL;

@@ -104,7 +104,7 @@ bool resv__reaper_start(void (*work)(void *arg), void *arg) {
   r->arg = arg;
   pthread_mutex_lock(&reapers_mutex);
   join_done_reapers_locked();
-  if (pthread_create(&r->thread, NULL, reap, r) != 0) {
+  if (resv__thread_start(&r->thread, reap, r) != 0) {
     pthread_mutex_unlock(&reapers_mutex);
     free(r);
     return false;

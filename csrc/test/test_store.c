@@ -208,5 +208,6 @@ Suite *store_suite(void) {
       close_returns_while_a_call_is_blocked_on_the_server,
       close_after_shutdown_frees_at_once, NULL};
   test_tcase(s, "close", 60, NULL, NULL, close_tests);
+  signals_tcase(s);
   return s;
 }

@@ -2,7 +2,8 @@
 -- with resv.cqueues: calls that wait on the server never stall a 10 ms
 -- cqueues.sleep tick, answers are right, a cqueues.sleep inside a
 -- coroutine of resv.spawn sleeps as long as asked (while a pump runs) or
--- is refused with an error (with none), and a deadline is kept. Run from
+-- is refused with an error (with none), a deadline is kept, and a
+-- signal sent to the process reaches cqueues' signal.listen. Run from
 -- the repository root against the emulator:
 --   LUA_CPATH="build/?.so;;" LUA_PATH="lua/?.lua;;" scripts/with-mongo luajit spec/hosts/cqueues_test.lua
 -- Prints one line per check and "N passed, M failed"; exits 1 on a failure.
@@ -117,6 +118,26 @@ loop()
 check("the control: a call in a coroutine of cq:wrap stalls the loop",
       blocked and blocked.status == "reserved" and meter.worst() > common.STALL_LINE_MS,
       ("worst tick %.0f ms late"):format(meter.worst()))
+
+-- 6. A signal sent to the process is the host's: cqueues' signal.listen
+-- (a signalfd, the signal blocked in this thread) takes the SIGUSR1s, and
+-- none reaches a thread of the store's (the dispatcher's, mongoc's
+-- monitors), where it would end the process.
+local signal = require "cqueues.signal"
+signal.block(signal.SIGUSR1)
+local listener = signal.listen(signal.SIGUSR1)
+local stat = assert(io.open("/proc/self/stat"))
+local pid = stat:read("*n")
+stat:close()
+local heard = 0
+cq:wrap(function()
+  for _ = 1, 20 do
+    os.execute("kill -USR1 " .. pid)
+    if listener:wait(5) == signal.SIGUSR1 then heard = heard + 1 end
+  end
+end)
+loop()
+check("cqueues' signal.listen takes the process's SIGUSR1s", heard == 20, heard .. " of 20")
 
 store:close()
 os.exit(common.finish() and 0 or 1)
