@@ -12,6 +12,9 @@ local BACKENDS = helpers.backends { file = true }
 teardown(function() helpers.remove_backends(BACKENDS) end)
 
 for _, backend in ipairs(BACKENDS) do
+  -- Stores whose calls from a host that must not block, Lua's here, are
+  -- timed one in 256 (the histogram's count: those timed).
+  local sampled = backend.name == "memory" or backend.name == "file (sync process)"
   describe("stats of the " .. backend.name .. " store", function()
     local store, t
 
@@ -47,7 +50,7 @@ for _, backend in ipairs(BACKENDS) do
           assert.is_true(h.buckets[i].le > h.buckets[i - 1].le)
         end
       end
-      if backend.name == "memory" then -- one call in 256 is timed
+      if sampled then -- one call in 256 is timed
         assert.is_true(s.latency.reserve.count <= 2)
       else
         assert.equal(2, s.latency.reserve.count)
@@ -91,7 +94,7 @@ for _, backend in ipairs(BACKENDS) do
       assert.matches('resv_calls_total{worker="w\\"1",op="reserve",status="reserved"} 1\n',
                      text, 1, true)
       assert.matches('# TYPE resv_call_duration_seconds histogram\n', text, 1, true)
-      local timed = backend.name == "memory" and "%d" or "1"
+      local timed = sampled and "%d" or "1"
       assert.matches('resv_call_duration_seconds_bucket{worker="w\\"1",op="reserve",le="%+Inf"} '
                      .. timed .. '\n', text)
       assert.matches('resv_call_duration_seconds_count{worker="w\\"1",op="reserve"} '

@@ -40,6 +40,10 @@ typedef struct resv__backend_ops {
   bool hands_off;
   /* True: execute runs the *_all ops (several keys of one request). */
   bool several_keys;
+  /* True: a call on the caller's thread costs about as much as the two
+   * clock reads of its latency, so the latency histogram observes one
+   * call in RESV__SAMPLE_EVERY per thread (call.c). */
+  bool sampled;
   /* Per-type state, made when the store first hands out the type (under
    * the store's type lock) and freed at close. May be NULL. */
   bool (*type_init)(void *backend, resv_type_t *type, resv_error_t *err);

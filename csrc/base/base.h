@@ -85,6 +85,10 @@ bool resv__fail_format_number(resv_error_t *err, const char *collection, bool nu
 
 int64_t resv__realtime_ms(void);
 int64_t resv__monotonic_ms(void);
+/* resv__monotonic_ms's clock at the kernel's tick (a few ms behind at
+ * most), for a few ns instead of tens: enough to do something at most
+ * once a second, or to mark when something last happened. */
+int64_t resv__coarse_ms(void);
 /* Fills ts with the monotonic instant deadline_ms, for waiting on a
  * condition variable made by resv__cond_init. */
 void resv__deadline_timespec(int64_t deadline_ms, struct timespec *ts);
@@ -199,9 +203,10 @@ void resv__stats_call(resv__stats_t *stats, int32_t op, bool ok, int32_t what,
 /* Its two halves: the answer's counter, and one latency observation. */
 void resv__stats_answer(resv__stats_t *stats, int32_t op, bool ok, int32_t what);
 void resv__stats_latency(resv__stats_t *stats, int32_t op, int64_t ns);
-/* The memory store's calls cost less than the two clock reads a latency
- * needs, so its histogram observes one call in RESV__SAMPLE_EVERY per
- * thread (a power of two): true for the call to time. */
+/* The memory store's calls, and the file store's with sync = "process",
+ * cost little more than the two clock reads a latency needs, so their
+ * histograms observe one call in RESV__SAMPLE_EVERY per thread (a power
+ * of two): true for the call to time. */
 #define RESV__SAMPLE_EVERY 256
 /* The tick of the calling thread (stats.c). Initial-exec TLS: a load from
  * the thread pointer, not a call to __tls_get_addr as the default model

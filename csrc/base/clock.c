@@ -22,6 +22,8 @@ int64_t resv__realtime_ms(void) { return read_ms(CLOCK_REALTIME); }
 
 int64_t resv__monotonic_ms(void) { return read_ms(CLOCK_MONOTONIC); }
 
+int64_t resv__coarse_ms(void) { return read_ms(CLOCK_MONOTONIC_COARSE); }
+
 int64_t resv_clock_ms(void) { return resv__monotonic_ms(); }
 
 void resv__deadline_timespec(int64_t deadline_ms, struct timespec *ts) {

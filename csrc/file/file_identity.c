@@ -78,7 +78,6 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PATH_CHECK_MS 1000
@@ -92,15 +91,6 @@
 #define DATA_EVENTS (IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 #define UP_EVENTS                                                                   \
   (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
-
-/* Milliseconds of the coarse monotonic clock: the tick of the kernel,
- * read without the cost of the precise one, enough to look at the paths
- * about once a second. */
-static int64_t coarse_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Watches the directory above each component of id->path, for that
  * component's name. False when one cannot be watched. */
@@ -168,7 +158,7 @@ int resv__file_identity_init(resv__file_identity_t *id, MDB_env *mdb, const char
   id->lock_dev = lock.st_dev;
   id->lock_ino = lock.st_ino;
   atomic_init(&id->state, 0);
-  atomic_init(&id->path_at, coarse_ms() + PATH_CHECK_MS);
+  atomic_init(&id->path_at, resv__coarse_ms() + PATH_CHECK_MS);
   atomic_init(&id->short_size, 0);
   atomic_init(&id->short_need, 0);
   atomic_init(&id->size, 0);
@@ -342,7 +332,7 @@ int resv__file_identity_check(resv__file_identity_t *id, MDB_env *mdb, bool path
   }
   if (rc) return rc;
   if (!paths) {
-    int64_t now = coarse_ms();
+    int64_t now = resv__coarse_ms();
     int64_t at = atomic_load_explicit(&id->path_at, memory_order_relaxed);
     if (now < at || !atomic_compare_exchange_strong(&id->path_at, &at, now + PATH_CHECK_MS))
       return 0;

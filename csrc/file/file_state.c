@@ -337,7 +337,7 @@ int resv__file_state_room(resv__file_state_t *s) {
 
 void resv__file_state_wrote(resv__file_state_t *s) {
   if (!s || s->disk) return;
-  atomic_store_explicit(&s->last_write_ms, resv__monotonic_ms(), memory_order_relaxed);
+  atomic_store_explicit(&s->last_write_ms, resv__coarse_ms(), memory_order_relaxed);
   if (atomic_load_explicit(&s->wrote, memory_order_relaxed)) return;
   pthread_mutex_lock(&s->mutex);
   atomic_store(&s->wrote, true);

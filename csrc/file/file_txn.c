@@ -238,7 +238,7 @@ void resv__file_end_read(env_t *e, MDB_txn *txn) {
 /* Clears the reader slots of dead processes, at most once a second.
  * Returns how many it cleared. */
 int resv__file_check_readers(env_t *e, bool now_anyway) {
-  int64_t now = resv__monotonic_ms();
+  int64_t now = resv__coarse_ms();
   int64_t at = atomic_load_explicit(&e->reader_check_at, memory_order_relaxed);
   if (!now_anyway && (now < at || !atomic_compare_exchange_strong(
                                       &e->reader_check_at, &at, now + READER_CHECK_MS)))

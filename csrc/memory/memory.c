@@ -548,6 +548,7 @@ static const resv__backend_ops_t memory_ops = {
     .name = "memory",
     .runs_inline = true,
     .several_keys = true,
+    .sampled = true,
     .type_init = memory_type_init,
     .type_free = memory_type_free,
     .execute = memory_execute,

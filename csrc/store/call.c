@@ -27,10 +27,20 @@ static bool execute(resv_store_t *store, resv_type_t *type, const resv_request_t
 }
 
 /* How an inline call is counted: not at all (a job counts it when it
- * finishes), or as a call: with its latency, or on a sampled store (the
- * memory store) its answer alone but for the calls resv__stats_sample
- * picks to time. */
+ * finishes), or as a call: with its latency, or on a sampled store its
+ * answer alone but for the calls resv__stats_sample picks to time. */
 typedef enum { COUNT_NONE, COUNT_CALL } count_t;
+
+/* Whether a counted call is timed: one in RESV__SAMPLE_EVERY on a sampled
+ * store (the memory store, the file store with sync = "process"), but
+ * every call that may wait (a file store's call that would wait for the
+ * write gate rather than hand the call off), whose time is what a
+ * latency is for. */
+static bool timed_call(const resv_store_t *store, int64_t deadline) {
+  if (!store->sampled || (store->ops->hands_off && deadline != RESV__DEADLINE_NO_WAIT))
+    return true;
+  return resv__stats_sample();
+}
 
 /* Runs a call on the caller's thread; deadline is RESV__DEADLINE_MAY_WAIT
  * or RESV__DEADLINE_NO_WAIT (an inline backend waits on nothing else).
@@ -42,7 +52,7 @@ static bool run_inline(resv_type_t *type, const resv_request_t *req, int64_t dea
   resv_store_t *store = type->store;
   if (count == COUNT_CALL && atomic_load_explicit(&store->uncounted, memory_order_relaxed))
     count = COUNT_NONE;
-  bool timed = count == COUNT_CALL && (!store->sampled || resv__stats_sample());
+  bool timed = count == COUNT_CALL && timed_call(store, deadline);
   int64_t started = timed ? resv__now_ns() : 0;
   atomic_fetch_add(&store->active, 1);
   bool ok = resv__store_check_open(store, err) &&

@@ -27,7 +27,7 @@ static uint64_t total_of(const resv_stats_t *st, int op) {
 }
 
 /* The histogram of every op is cumulative and its +Inf bucket is the
- * op's number of calls; on the memory store (sampled) the calls it timed,
+ * op's number of calls; on a sampled store the calls it timed,
  * one in RESV__SAMPLE_EVERY of each thread's calls (of any op). */
 static void check_histograms(const resv_stats_t *st, bool sampled) {
   for (int op = 0; op < RESV_STATS_OPS; op++) {
@@ -152,6 +152,37 @@ START_TEST(test_file_store_counts_entries_and_bytes) {
 }
 END_TEST
 
+/* A call of the file store (sync = "process") that may not wait (the
+ * host's: resv_try_call) costs about two clock reads' worth, so one in
+ * RESV__SAMPLE_EVERY is timed; one that may wait for the write gate
+ * (resv_call) is timed every time. Both are counted every time. */
+START_TEST(test_file_store_times_one_try_call_in_256_and_every_waiting_call) {
+  char dir[256];
+  test_temp_dir(dir, sizeof dir);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_type_t *t = test_fresh_type(s, "fsampled");
+  resv_answer_t a = {0};
+  resv_error_t err;
+  resv_request_t get = {.op = RESV_OP_GET, .key = test_key("email", "nobody")};
+  enum { TRIES = 4 * RESV__SAMPLE_EVERY, WAITING = 10 };
+  for (int i = 0; i < WAITING; i++) /* the first sets the type up */
+    ck_assert_msg(resv_call(t, &get, &a, &err), "%s", err.message);
+  resv_stats_t st = stats_of(s);
+  ck_assert_uint_eq(st.calls[RESV_OP_GET][RESV_ABSENT], WAITING);
+  ck_assert_uint_eq(st.latency[RESV_OP_GET][RESV_STATS_BUCKETS - 1], WAITING);
+  for (int i = 0; i < TRIES; i++)
+    ck_assert_msg(resv_try_call(t, &get, &a, &err), "%s", err.message);
+  st = stats_of(s);
+  ck_assert_uint_eq(st.calls[RESV_OP_GET][RESV_ABSENT], WAITING + TRIES);
+  /* Any TRIES ticks in a row of the thread's counter pick exactly 4. */
+  ck_assert_uint_eq(st.latency[RESV_OP_GET][RESV_STATS_BUCKETS - 1], WAITING + 4);
+  check_histograms(&st, true);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  test_remove_dir(dir);
+}
+END_TEST
+
 /* ---- MongoDB ------------------------------------------------------------ */
 
 static void app_name(char *buf, size_t size, const char *what) {
@@ -255,6 +286,7 @@ Suite *stats_suite(void) {
   const TTest *tests[] = {
       test_bounds_rise_to_infinity, test_memory_store_counts_each_call_once_by_status_and_code,
       test_calls_on_many_threads_all_count, test_file_store_counts_entries_and_bytes,
+      test_file_store_times_one_try_call_in_256_and_every_waiting_call,
       test_mongo_counts_duplicate_retries_and_has_no_entries,
       test_mongo_counts_a_failed_set_up,
       test_mongo_counts_slow_calls_and_jobs_waiting_and_running,
