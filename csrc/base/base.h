@@ -116,13 +116,15 @@ unsigned resv__generation_start(void);
  * child forked after the object was made. */
 unsigned resv__generation(void);
 
-/* Every thread resv starts takes no signal: a signal sent to the process
- * is the host's, for a thread of the host's to take (one that blocks it
- * to read it from a signalfd or sigwait among them), never a thread of
- * resv's, where its default action could end the process. A thread
- * starts with every signal blocked; returns pthread_create's code. */
+/* Every thread resv starts takes no signal sent to the process: such a
+ * signal is the host's, for a thread of the host's to take (one that
+ * blocks it to read it from a signalfd or sigwait among them), never a
+ * thread of resv's, where its default action could end the process. A
+ * thread starts with every signal blocked but the faults its own code may
+ * raise (SIGSEGV, SIGBUS, ...), which stay the host's handlers'; returns
+ * pthread_create's code. */
 int resv__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
-/* Blocks every signal in this thread, the mask before into *old, for a
+/* Blocks those signals in this thread, the mask before into *old, for a
  * call that may start a library's threads (mongoc's monitors), which
  * inherit the mask; resv__signals_restore(old) puts it back. */
 void resv__signals_block(sigset_t *old);

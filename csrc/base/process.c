@@ -30,9 +30,16 @@ uint32_t resv_process_generation(void) { return resv__generation_start(); }
 
 /* ---- threads ------------------------------------------------------------ */
 
+/* Every signal but the faults a thread's own code raises (a bad address,
+ * a truncated map's SIGBUS): blocked, the kernel would still deliver
+ * those, after resetting the process's handler for them to the default,
+ * and a host's crash handler (or a sanitizer's) would never run. */
+static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+
 void resv__signals_block(sigset_t *old) {
   sigset_t all;
   sigfillset(&all);
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&all, faults[i]);
   pthread_sigmask(SIG_SETMASK, &all, old);
 }
 

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "tests.h"
 
 #define SIGNALS 50
@@ -77,6 +78,33 @@ static void signals_stay_the_hosts(const resv_options_t *o) {
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the host: %d %s", status, msg);
 }
 
+/* The mask a thread of resv's starts with: the faults its own code may
+ * raise stay unblocked (blocked, the kernel would reset the host's
+ * handler for them, a crash reporter's or a sanitizer's, to the
+ * default before delivering them); the rest is blocked. */
+static void *own_mask(void *arg) {
+  pthread_sigmask(SIG_SETMASK, NULL, (sigset_t *)arg);
+  return NULL;
+}
+
+START_TEST(a_thread_of_resv_blocks_every_signal_but_the_faults) {
+  sigset_t mask;
+  pthread_t th;
+  ck_assert_int_eq(resv__thread_start(&th, own_mask, &mask), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+    ck_assert_msg(!sigismember(&mask, faults[i]), "%s is blocked", strsignal(faults[i]));
+  const int others[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD,
+                        SIGALRM, SIGWINCH};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+    ck_assert_msg(sigismember(&mask, others[i]), "%s is not blocked", strsignal(others[i]));
+  /* The maker's own mask is as it was. */
+  pthread_sigmask(SIG_SETMASK, NULL, &mask);
+  ck_assert(!sigismember(&mask, SIGUSR1));
+}
+END_TEST
+
 /* (The memory store starts no thread.) */
 START_TEST(a_file_store_leaves_the_hosts_signals_to_the_host) {
   signals_stay_the_hosts(&(resv_options_t){.path = dir, .sync = RESV_SYNC_DISK, .threads = 2});
@@ -94,6 +122,7 @@ END_TEST
 
 void signals_tcase(Suite *s) {
   const TTest *tests[] = {
+      a_thread_of_resv_blocks_every_signal_but_the_faults,
       a_file_store_leaves_the_hosts_signals_to_the_host,
       a_mongodb_store_leaves_the_hosts_signals_to_the_host,
       NULL,
