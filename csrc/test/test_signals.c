@@ -3,8 +3,8 @@
  * (base.h, resv__thread_start). A test case of the store suite.
  *
  * The host here blocks SIGUSR1 in its thread once the store is open and
- * reads it from a signalfd, as cqueues' signal.listen and libev's
- * signal watchers do. A thread that does not block it would take it
+ * reads it from a signalfd, as cqueues' signal.listen does (sigwait is
+ * the same case). A thread that does not block it would take it
  * instead, and SIGUSR1's default action ends the process. Each store
  * runs in a child of its own, so such an end fails the test, not the
  * run. */
