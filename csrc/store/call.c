@@ -37,7 +37,7 @@ typedef enum { COUNT_NONE, COUNT_CALL } count_t;
  * write gate rather than hand the call off), whose time is what a
  * latency is for. */
 static bool timed_call(const resv_store_t *store, int64_t deadline) {
-  if (!store->sampled || (store->ops->hands_off && deadline != RESV__DEADLINE_NO_WAIT))
+  if (!store->ops->sampled || (store->ops->hands_off && deadline != RESV__DEADLINE_NO_WAIT))
     return true;
   return resv__stats_sample();
 }

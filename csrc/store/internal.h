@@ -50,7 +50,6 @@ struct resv_store {
   resv__stats_t *stats; /* the counters of resv_store_stats, given to the
                          * backend and to each submitted job */
   atomic_bool uncounted; /* bench/stats_cost.c's baseline: no counting */
-  bool sampled;          /* ops->sampled: time one call in 256 */
   pthread_mutex_t types_mutex;
   /* The types by collection name: a chained hash table (linked through
    * type->next) that doubles when it holds as many types as buckets, so

@@ -42,7 +42,6 @@ static bool check_database(const resv_options_t *o, char *out, size_t size,
 
 /* The fields of a store whose backend is open, from its options. */
 static void init_rest(resv_store_t *store, const resv_options_t *o) {
-  store->sampled = store->ops->sampled;
   store->generation = resv__generation_start();
   store->pid = getpid();
   store->timeout_ms = o->timeout_ms;
