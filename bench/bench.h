@@ -138,14 +138,20 @@ static inline void bench_expect(const char *what, const resv_answer_t *a,
 }
 
 /* A reserve of key (namespace "email") for owner by attempt "req-1" for
- * an hour, which must answer expect; into a (the caller's to clear). */
+ * an hour. */
+static inline resv_request_t bench_reserve_request(const char *key, const char *owner) {
+  return (resv_request_t){.op = RESV_OP_RESERVE,
+                          .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
+                          .owner = {resv_cstr(""), resv_cstr(owner)},
+                          .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
+}
+
+/* bench_reserve_request's reserve, which must answer expect; into a (the
+ * caller's to clear). */
 static inline void bench_reserve(resv_type_t *t, const char *key, const char *owner,
                                  int32_t expect, resv_answer_t *a) {
   resv_error_t err;
-  resv_request_t r = {.op = RESV_OP_RESERVE,
-                      .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
-                      .owner = {resv_cstr(""), resv_cstr(owner)},
-                      .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
+  resv_request_t r = bench_reserve_request(key, owner);
   if (!resv_call(t, &r, a, &err)) bench_die("reserve", &err);
   if (a->status != expect) bench_expect("reserve", a, expect);
 }

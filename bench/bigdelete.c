@@ -40,10 +40,8 @@ static int live = 20000;
 static void reserve(resv_type_t *t, const char *key, int64_t ttl) {
   resv_answer_t a = {0};
   resv_error_t err;
-  resv_request_t r = {.op = RESV_OP_RESERVE,
-                      .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
-                      .owner = {resv_cstr(""), resv_cstr("owner-0001")},
-                      .attempt = resv_cstr("req-1"), .ttl_ms = ttl};
+  resv_request_t r = bench_reserve_request(key, "owner-0001");
+  r.ttl_ms = ttl;
   if (!resv_call(t, &r, &a, &err)) bench_die("reserve", &err);
   bench_expect("reserve", &a, RESV_RESERVED);
   resv_answer_clear(&a);

@@ -64,18 +64,12 @@ typedef struct {
 static void *writer(void *arg) {
   writer_t *w = arg;
   resv_answer_t a = {0};
-  resv_error_t err;
   char key[32], owner[16];
   snprintf(owner, sizeof owner, "w%d", w->id);
   while (bench_wall_ns() < w->from) usleep(1000);
   while (bench_wall_ns() < w->until) {
     snprintf(key, sizeof key, "w%d-%ld", w->id, w->done);
-    resv_request_t r = {.op = RESV_OP_RESERVE,
-                        .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
-                        .owner = {resv_cstr(""), resv_cstr(owner)},
-                        .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
-    if (!resv_call(w->type, &r, &a, &err)) bench_die("reserve", &err);
-    bench_expect("reserve", &a, RESV_RESERVED);
+    bench_reserve(w->type, key, owner, RESV_RESERVED, &a);
     w->done++;
   }
   resv_answer_clear(&a);

@@ -29,10 +29,7 @@ static void key_of(char *buf, int i, int scattered) {
 static void try_reserve(resv_type_t *t, const char *key, const char *owner, int32_t expect,
                         resv_answer_t *a) {
   resv_error_t err;
-  resv_request_t r = {.op = RESV_OP_RESERVE,
-                      .key = {resv_cstr(""), resv_cstr("email"), resv_cstr(key)},
-                      .owner = {resv_cstr(""), resv_cstr(owner)},
-                      .attempt = resv_cstr("req-1"), .ttl_ms = 3600000};
+  resv_request_t r = bench_reserve_request(key, owner);
   if (!resv_try_call(t, &r, a, &err)) {
     if (err.code != RESV_OK) bench_die("reserve", &err);
     bench_reserve(t, key, owner, expect, a);
