@@ -6,16 +6,6 @@
 # (bench/newkey.c; make build/bench/newkey first, O= for another build).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-O=${O:-build}
 keys=${1:-20000}
 shift || true
-out=$(mktemp /tmp/resv-callgrind.XXXXXX)
-trap 'rm -f "$out" "$out".*' EXIT
-valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out" \
-  "$here/$O/bench/newkey" "$keys" "$@" >/dev/null 2>&1
-for f in "$out".*; do
-  phase=$(sed -n 's/^desc: Trigger: Client Request: //p' "$f")
-  total=$(sed -n 's/^totals: //p' "$f")
-  [ -n "$phase" ] && awk -v p="$phase" -v t="$total" -v n="$keys" \
-    'BEGIN { printf "  %-8s %8.0f instructions a call\n", p, t / n }'
-done
+exec "$here/bench/callgrind_dumps.sh" "$keys" "$here/${O:-build}/bench/newkey" "$keys" "$@"

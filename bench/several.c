@@ -13,8 +13,15 @@
  *
  *   ratio reserve_all_over_reserve      reserve_all of 2 / one reserve
  *   ratio reserve_all_over_two          reserve_all of 2 / two reserves
- *   ratio confirm_all_over_two          confirm_all of 2 / two confirms */
+ *   ratio confirm_all_over_two          confirm_all of 2 / two confirms
+ *
+ * Under callgrind (--collect-atstart=no) the counts are switched on around
+ * each round's timed pass and dumped once a way (CALLGRIND_DUMP_STATS_AT,
+ * named as the figures are): bench/callgrind_several.sh reads them as
+ * instructions a pair. */
 #include "bench.h"
+
+#include <valgrind/callgrind.h>
 
 #define ROUNDS 5
 
@@ -54,7 +61,10 @@ static double run_way(resv_store_t *s, int way, int pairs, int round, pair_names
   name_pairs(p, pairs, round);
   int64_t start = 0;
   for (int pass = confirms ? 0 : 1; pass < 2; pass++) { /* confirms reserve first */
-    if (pass == 1) start = bench_wall_ns();
+    if (pass == 1) {
+      CALLGRIND_TOGGLE_COLLECT;
+      start = bench_wall_ns();
+    }
     for (int i = 0; i < pairs; i++) {
       resv_key_t keys[2] = {{resv_cstr(""), resv_cstr("email"), resv_cstr(p[i].email)},
                             {resv_cstr(""), resv_cstr("name"), resv_cstr(p[i].name)}};
@@ -74,6 +84,7 @@ static double run_way(resv_store_t *s, int way, int pairs, int round, pair_names
     }
   }
   int64_t ns = bench_wall_ns() - start;
+  CALLGRIND_TOGGLE_COLLECT;
   resv_answer_clear(&a);
   return (double)ns / pairs;
 }
@@ -104,6 +115,7 @@ int main(int argc, char **argv) {
   for (int way = 0; way < 5; way++) {
     double ns[ROUNDS];
     for (int round = 0; round < ROUNDS; round++) ns[round] = run_way(s, way, pairs, round, p);
+    CALLGRIND_DUMP_STATS_AT(names[way]);
     qsort(ns, ROUNDS, sizeof ns[0], cmp);
     med[way] = ns[ROUNDS / 2];
     printf("figure %s_ns %.1f (min %.1f, max %.1f)\n", names[way], med[way], ns[0],
