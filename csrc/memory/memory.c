@@ -237,14 +237,16 @@ static void view_of(const entry_t *e, resv_str_t *holds, resv__view_t *v) {
   v->nholds = e->nholds;
 }
 
-/* The entry at *slot (NULL: none) rewritten as the decision's record:
- * the request's owner's, its holds changed as d says. */
-static bool write_record(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
-                         const resv__decision_t *d, resv_error_t *err) {
+/* The entry at *slot (NULL: none, then key's new one) rewritten as the
+ * decision's record: the request's owner's, its holds changed as d says.
+ * key: r->key, or one of a call of several keys. */
+static bool write_record(stripe_t *s, entry_t **slot, uint32_t hash, const resv_key_t *key,
+                         const resv_request_t *r, const resv__decision_t *d,
+                         resv_error_t *err) {
   entry_t *e = *slot;
   bool only = d->holds == RESV__HOLDS_ONLY;
   if (!e) {
-    if (!(e = new_entry(hash, &r->key, &r->owner, only ? &r->attempt : NULL, err))) return false;
+    if (!(e = new_entry(hash, key, &r->owner, only ? &r->attempt : NULL, err))) return false;
     link_new(s, slot, e); /* slot is stale from here on, e is not */
   } else if (d->new_owner || only) {
     if (!(e = set_owner(&s->bytes, slot, &r->owner, only ? field_size(&r->attempt) : 0, err)))
@@ -264,11 +266,11 @@ static bool write_record(stripe_t *s, entry_t **slot, uint32_t hash, const resv_
   return true;
 }
 
-static bool apply(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t *r,
-                  const resv__decision_t *d, resv_error_t *err) {
+static bool apply(stripe_t *s, entry_t **slot, uint32_t hash, const resv_key_t *key,
+                  const resv_request_t *r, const resv__decision_t *d, resv_error_t *err) {
   if (d->write == RESV__WRITE_DELETE) unlink_entry(s, slot);
   if (d->write != RESV__WRITE_RECORD) return true;
-  return write_record(s, slot, hash, r, d, err);
+  return write_record(s, slot, hash, key, r, d, err);
 }
 
 /* One request on the entry at *slot: the rules decide (rules.c), the
@@ -283,7 +285,7 @@ static bool run(stripe_t *s, entry_t **slot, uint32_t hash, const resv_request_t
   resv__decision_t d;
   view_of(e, holds, &v);
   bool ok = resv__rules_decide(&v, r, now, max_holds, &d, err) &&
-            resv__rules_answer(&v, &d, r, a, err) && apply(s, slot, hash, r, &d, err);
+            resv__rules_answer(&v, &d, r, a, err) && apply(s, slot, hash, &r->key, r, &d, err);
   if (holds != on_stack) free(holds);
   return ok;
 }
@@ -318,51 +320,53 @@ static void unlock_stripes(table_t *t, uint64_t set, int64_t limit) {
   }
 }
 
-/* The entry of key k (NULL: none) in t (NULL: no table), its stripe
- * locked; false without memory. */
-static bool entry_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes,
-                     entry_t **e, resv_error_t *err) {
-  entry_t *none = NULL, **slot;
-  *e = NULL;
-  if (!t) return true;
-  if (!(slot = find_slot(&t->stripes[hash & (STRIPES - 1)], hash, k, writes, &none)))
+/* The slot of key k in t (NULL: no table, then a slot holding NULL: no
+ * entry), its stripe locked; false without memory. */
+static bool slot_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes,
+                    entry_t ***slot, entry_t **none, resv_error_t *err) {
+  *none = NULL;
+  *slot = none;
+  if (t && !(*slot = find_slot(&t->stripes[hash & (STRIPES - 1)], hash, k, writes, none)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
-  *e = *slot;
   return true;
 }
 
 /* The views of r's keys into v, their holds decoded into *holds (room
  * for VIEW_HOLDS_ON_STACK; past that an allocation, the caller's to free).
- * e: room for r->nkeys entries, each key's found once (a find that makes
- * room may move a stripe's chains, never its entries). */
+ * slot, none: room for r->nkeys slots, each key's found once. A find
+ * never moves a stripe's chains (only the writes do), so each slot stays
+ * right until a write to its stripe. */
 static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, bool writes,
-                     resv__view_t *v, entry_t **e, resv_str_t **holds, resv_error_t *err) {
+                     resv__view_t *v, entry_t ***slot, entry_t **none, resv_str_t **holds,
+                     resv_error_t *err) {
   size_t total = 0, at = 0;
   for (size_t i = 0; i < r->nkeys; i++) {
-    if (!entry_of(t, hash[i], &r->keys[i], writes, &e[i], err)) return false;
-    total += e[i] ? e[i]->nholds : 0;
+    if (!slot_of(t, hash[i], &r->keys[i], writes, &slot[i], &none[i], err)) return false;
+    total += *slot[i] ? (*slot[i])->nholds : 0;
   }
   if (total > VIEW_HOLDS_ON_STACK && !(*holds = malloc(total * sizeof **holds)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for an answer");
   for (size_t i = 0; i < r->nkeys; i++) {
-    view_of(e[i], *holds + at, &v[i]);
-    at += e[i] ? e[i]->nholds : 0;
+    const entry_t *e = *slot[i];
+    view_of(e, *holds + at, &v[i]);
+    at += e ? e->nholds : 0;
   }
   return true;
 }
 
-/* Writes each key's decision, finding its slot anew: a write to one key
- * may move the chains of a stripe another key shares. */
+/* Writes each key's decision. When two keys share a stripe (distinct:
+ * false), a write to one may move the chains the other's slot points
+ * into, so each slot is found anew; else views_of's slots still hold. */
 static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
-                      const resv__decision_t *d, resv_error_t *err) {
-  resv_request_t one = *r;
+                      entry_t ***slot, bool distinct, const resv__decision_t *d,
+                      resv_error_t *err) {
   for (size_t i = 0; i < r->nkeys; i++) {
     if (d[i].write == RESV__WRITE_NOTHING) continue;
-    one.key = r->keys[i];
+    const resv_key_t *key = &r->keys[i];
     stripe_t *s = &t->stripes[hash[i] & (STRIPES - 1)];
-    entry_t *none = NULL, **slot = find_slot(s, hash[i], &one.key, true, &none);
-    if (!slot) return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
-    if (!apply(s, slot, hash[i], &one, &d[i], err)) return false;
+    entry_t *none = NULL, **at = distinct ? slot[i] : find_slot(s, hash[i], key, true, &none);
+    if (!at) return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
+    if (!apply(s, at, hash[i], key, r, &d[i], err)) return false;
   }
   return true;
 }
@@ -373,7 +377,8 @@ static bool apply_all(table_t *t, const resv_request_t *r, const uint32_t *hash,
 typedef struct per_key {
   resv__view_t v[ALL_ON_STACK];
   resv__decision_t d[ALL_ON_STACK];
-  entry_t *e[ALL_ON_STACK];
+  entry_t **slot[ALL_ON_STACK];
+  entry_t *none[ALL_ON_STACK];
   uint32_t hash[ALL_ON_STACK];
 } per_key_t;
 
@@ -386,15 +391,16 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
   per_key_t on_stack;
   resv__view_t *v = on_stack.v;
   resv__decision_t *d = on_stack.d;
-  entry_t **e = on_stack.e;
+  entry_t ***slot = on_stack.slot, **none = on_stack.none;
   uint32_t *hash = on_stack.hash;
   resv_str_t holds_on_stack[VIEW_HOLDS_ON_STACK], *holds = holds_on_stack;
   if (n > ALL_ON_STACK) {
-    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *e + sizeof *hash))))
+    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *slot + sizeof *none + sizeof *hash))))
       return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
     d = (resv__decision_t *)(v + n);
-    e = (entry_t **)(void *)(d + n);
-    hash = (uint32_t *)(void *)(e + n);
+    slot = (entry_t ***)(void *)(d + n);
+    none = (entry_t **)(void *)(slot + n);
+    hash = (uint32_t *)(void *)(none + n);
   }
   uint64_t set = 0;
   int32_t status;
@@ -403,10 +409,11 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
     set |= UINT64_C(1) << (hash[i] & (STRIPES - 1));
   }
   if (t) lock_stripes(t, set);
-  bool ok = views_of(t, r, hash, writes, v, e, &holds, err) &&
+  bool distinct = (size_t)__builtin_popcountll(set) == n; /* no stripe twice */
+  bool ok = views_of(t, r, hash, writes, v, slot, none, &holds, err) &&
             resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
             resv__rules_answer_all(v, d, status, r, a, err) &&
-            (!t || apply_all(t, r, hash, d, err));
+            (!t || apply_all(t, r, hash, slot, distinct, d, err));
   if (t) unlock_stripes(t, set, limit);
   if (holds != holds_on_stack) free(holds);
   if (v != on_stack.v) free(v);

@@ -105,6 +105,44 @@ START_TEST(reserve_all_holds_every_key) {
 }
 END_TEST
 
+/* Many calls of 8 new keys, each owner's: every key is written as its
+ * own record, whether or not two keys of a call share a stripe or a
+ * bucket of the memory store's table, and while the table grows under
+ * the writes (the memory store keeps each key's slot from its read to
+ * its write only when no other key of the call is in its stripe). */
+START_TEST(many_reserve_alls_write_each_key_as_its_own) {
+  enum { CALLS = 150, PER_CALL = 8 };
+  char names[PER_CALL][24], owner[16];
+  for (int c = 0; c < CALLS; c++) {
+    keys_t ks = {.n = PER_CALL};
+    for (int k = 0; k < PER_CALL; k++) {
+      snprintf(names[k], sizeof names[k], "c%d-k%d", c, k);
+      ks.k[k] = test_key("email", names[k]);
+    }
+    snprintf(owner, sizeof owner, "o%d", c);
+    all(RESV_OP_RESERVE_ALL, &ks, owner, "a1", 1000);
+    ck_assert_int_eq(a.status, RESV_RESERVED);
+    if (c % 2) {
+      all(RESV_OP_CONFIRM_ALL, &ks, owner, "", 7);
+      ck_assert_int_eq(a.status, RESV_CONFIRMED);
+    }
+  }
+  resv_answer_t g = {0};
+  for (int c = 0; c < CALLS; c++) {
+    snprintf(owner, sizeof owner, "o%d", c);
+    for (int k = 0; k < PER_CALL; k++) {
+      snprintf(names[k], sizeof names[k], "c%d-k%d", c, k);
+      test_get(users, names[k], &g);
+      ck_assert_msg(g.status == (c % 2 ? RESV_CONFIRMED : RESV_PENDING) &&
+                        test_str_is(g.owner_id, owner),
+                    "%s: %s of %.*s, expected the call's owner %s", names[k],
+                    resv_status_name(g.status), (int)g.owner_id.len, g.owner_id.ptr, owner);
+    }
+  }
+  resv_answer_clear(&g);
+}
+END_TEST
+
 START_TEST(reserve_all_counts_the_owners_confirmed_keys) {
   test_confirm(users, "ann@x", "A", 3, &a);
   keys_t ks = KEYS("ann@x", "ann");
@@ -323,6 +361,7 @@ static TCase *all_case(const char *name, void (*setup)(void)) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, reserve_all_holds_every_key);
+  tcase_add_test(tc, many_reserve_alls_write_each_key_as_its_own);
   tcase_add_test(tc, reserve_all_counts_the_owners_confirmed_keys);
   tcase_add_test(tc, a_conflict_names_the_holder_and_leaves_no_hold);
   tcase_add_test(tc, a_conflict_keeps_confirmed_keys_and_other_attempts);
