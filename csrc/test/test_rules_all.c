@@ -112,7 +112,7 @@ END_TEST
  * its write only when no other key of the call is in its stripe). */
 START_TEST(many_reserve_alls_write_each_key_as_its_own) {
   enum { CALLS = 150, PER_CALL = 8 };
-  char names[PER_CALL][24], owner[16];
+  char names[PER_CALL][32], owner[16];
   for (int c = 0; c < CALLS; c++) {
     keys_t ks = {.n = PER_CALL};
     for (int k = 0; k < PER_CALL; k++) {
