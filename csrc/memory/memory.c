@@ -320,11 +320,11 @@ static void unlock_stripes(table_t *t, uint64_t set, int64_t limit) {
   }
 }
 
-/* The slot of key k in t (NULL: no table, then a slot holding NULL: no
- * entry), its stripe locked; false without memory. */
+/* The slot of key k in t, its stripe locked; none (NULL, never written
+ * through: only a key that is there or a call that writes finds a real
+ * slot) when there is no table or no bucket for it. False without memory. */
 static bool slot_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes,
                     entry_t ***slot, entry_t **none, resv_error_t *err) {
-  *none = NULL;
   *slot = none;
   if (t && !(*slot = find_slot(&t->stripes[hash & (STRIPES - 1)], hash, k, writes, none)))
     return resv__fail(err, RESV_ENOMEM, "out of memory for a type's table");
@@ -333,7 +333,7 @@ static bool slot_of(table_t *t, uint32_t hash, const resv_key_t *k, bool writes,
 
 /* The views of r's keys into v, their holds decoded into *holds (room
  * for VIEW_HOLDS_ON_STACK; past that an allocation, the caller's to free).
- * slot, none: room for r->nkeys slots, each key's found once. A find
+ * slot: room for r->nkeys slots, each key's found once. A find
  * never moves a stripe's chains (only the writes do), so each slot stays
  * right until a write to its stripe. */
 static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, bool writes,
@@ -341,7 +341,7 @@ static bool views_of(table_t *t, const resv_request_t *r, const uint32_t *hash, 
                      resv_error_t *err) {
   size_t total = 0, at = 0;
   for (size_t i = 0; i < r->nkeys; i++) {
-    if (!slot_of(t, hash[i], &r->keys[i], writes, &slot[i], &none[i], err)) return false;
+    if (!slot_of(t, hash[i], &r->keys[i], writes, &slot[i], none, err)) return false;
     total += *slot[i] ? (*slot[i])->nholds : 0;
   }
   if (total > VIEW_HOLDS_ON_STACK && !(*holds = malloc(total * sizeof **holds)))
@@ -378,7 +378,6 @@ typedef struct per_key {
   resv__view_t v[ALL_ON_STACK];
   resv__decision_t d[ALL_ON_STACK];
   entry_t **slot[ALL_ON_STACK];
-  entry_t *none[ALL_ON_STACK];
   uint32_t hash[ALL_ON_STACK];
 } per_key_t;
 
@@ -391,16 +390,15 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
   per_key_t on_stack;
   resv__view_t *v = on_stack.v;
   resv__decision_t *d = on_stack.d;
-  entry_t ***slot = on_stack.slot, **none = on_stack.none;
+  entry_t ***slot = on_stack.slot, *none = NULL;
   uint32_t *hash = on_stack.hash;
   resv_str_t holds_on_stack[VIEW_HOLDS_ON_STACK], *holds = holds_on_stack;
   if (n > ALL_ON_STACK) {
-    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *slot + sizeof *none + sizeof *hash))))
+    if (!(v = malloc(n * (sizeof *v + sizeof *d + sizeof *slot + sizeof *hash))))
       return resv__fail(err, RESV_ENOMEM, "out of memory for a call of several keys");
     d = (resv__decision_t *)(v + n);
     slot = (entry_t ***)(void *)(d + n);
-    none = (entry_t **)(void *)(slot + n);
-    hash = (uint32_t *)(void *)(none + n);
+    hash = (uint32_t *)(void *)(slot + n);
   }
   uint64_t set = 0;
   int32_t status;
@@ -410,7 +408,7 @@ static bool run_all(table_t *t, const resv_request_t *r, int64_t now, int32_t ma
   }
   if (t) lock_stripes(t, set);
   bool distinct = (size_t)__builtin_popcountll(set) == n; /* no stripe twice */
-  bool ok = views_of(t, r, hash, writes, v, slot, none, &holds, err) &&
+  bool ok = views_of(t, r, hash, writes, v, slot, &none, &holds, err) &&
             resv__rules_decide_all(v, r, now, max_holds, d, &status, err) &&
             resv__rules_answer_all(v, d, status, r, a, err) &&
             (!t || apply_all(t, r, hash, slot, distinct, d, err));
