@@ -8,4 +8,4 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 keys=${1:-20000}
 shift || true
-exec "$here/bench/callgrind_dumps.sh" "$keys" "$here/${O:-build}/bench/newkey" "$keys" "$@"
+exec "$here/bench/callgrind_dumps.sh" "$here/${O:-build}/bench/newkey" "$keys" "$@"

@@ -6,7 +6,4 @@
 # first, O= for another build).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-kind=${1:-memory} pairs=${2:-20000}
-rounds=5 # several.c's ROUNDS
-exec "$here/bench/callgrind_dumps.sh" $((pairs * rounds)) \
-  "$here/${O:-build}/bench/several" "$kind" "$pairs"
+exec "$here/bench/callgrind_dumps.sh" "$here/${O:-build}/bench/several" "${1:-memory}" "${2:-20000}"

@@ -11,12 +11,10 @@
  * (resv_call falls back when it would wait).
  * Under callgrind, run with --collect-atstart=no: the counts are switched
  * on around the new keys (phase "new") and around the conflicts (phase
- * "conflict"), each phase dumped on its own (CALLGRIND_DUMP_STATS_AT), so
- * bench/callgrind_phases.sh's way of reading applies: the totals divided
- * by the keys. Outside callgrind it prints wall ns a call of each phase. */
+ * "conflict"), each phase dumped on its own with its count of calls
+ * (bench_callgrind_dump), which bench/callgrind_newkey.sh divides by.
+ * Outside callgrind it prints wall ns a call of each phase. */
 #include "bench.h"
-
-#include <valgrind/callgrind.h>
 
 static char dir[256];
 
@@ -54,7 +52,7 @@ static double phase(resv_type_t *t, int n, int scattered, int try, const char *o
   }
   int64_t t1 = bench_wall_ns();
   CALLGRIND_TOGGLE_COLLECT;
-  CALLGRIND_DUMP_STATS_AT(name);
+  bench_callgrind_dump(name, n);
   return (double)(t1 - t0) / n;
 }
 

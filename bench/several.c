@@ -16,12 +16,10 @@
  *   ratio confirm_all_over_two          confirm_all of 2 / two confirms
  *
  * Under callgrind (--collect-atstart=no) the counts are switched on around
- * each round's timed pass and dumped once a way (CALLGRIND_DUMP_STATS_AT,
- * named as the figures are): bench/callgrind_several.sh reads them as
- * instructions a pair. */
+ * each round's timed pass and dumped once a way with its count of pairs
+ * (bench_callgrind_dump, named as the figures are), which
+ * bench/callgrind_several.sh reads as instructions a pair. */
 #include "bench.h"
-
-#include <valgrind/callgrind.h>
 
 #define ROUNDS 5
 
@@ -115,7 +113,7 @@ int main(int argc, char **argv) {
   for (int way = 0; way < 5; way++) {
     double ns[ROUNDS];
     for (int round = 0; round < ROUNDS; round++) ns[round] = run_way(s, way, pairs, round, p);
-    CALLGRIND_DUMP_STATS_AT(names[way]);
+    bench_callgrind_dump(names[way], (long)pairs * ROUNDS);
     qsort(ns, ROUNDS, sizeof ns[0], cmp);
     med[way] = ns[ROUNDS / 2];
     printf("figure %s_ns %.1f (min %.1f, max %.1f)\n", names[way], med[way], ns[0],
