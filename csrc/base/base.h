@@ -1,8 +1,8 @@
 /* base.h: what every part of resv shares: the defaults and limits, errors,
  * clocks, fork generations and threads, answers, validation, counters and
- * the pages of a scan. The leaf of csrc/: it includes resv.h and nothing else of resv,
- * so the dispatcher, the document, every backend (memory, file and
- * MongoDB) and the store build on it and it on none of them. */
+ * the pages of a scan. The leaf of csrc/: it includes resv.h and nothing
+ * else of resv, so the dispatcher, the document, every backend (memory,
+ * file and MongoDB) and the store build on it and it on none of them. */
 #ifndef RESV_BASE_H
 #define RESV_BASE_H
 
