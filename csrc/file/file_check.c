@@ -8,21 +8,18 @@
  * with format a data.mdb whose meta pages are damaged, or that is shorter
  * than the meta page LMDB would use says ((last page + 1) x page size).
  *
- * LMDB's meta page (0.9's layout, lmdb.h's MDB_DATA_VERSION 1): a page
- * header (page number, flags with P_META), then MDB_meta: magic
- * 0xBEEFC0DE, version, fixed address, map size, the free and main
- * databases' records (the free one's first word is the page size), the
- * last page used and the transaction id. Pages 0 and 1 are the two metas;
- * a commit writes the older one, and LMDB uses the one with the larger
- * transaction id. A meta is whole here when its fields hold together:
- * the marks, a page size that is a power of two, its pages within its map
- * size, roots within its pages.
+ * A meta page (file_layout.h) is whole here when its fields hold
+ * together: the marks, a page size that is a power of two, its pages
+ * within its map size, roots within its pages. Pages 0 and 1 are the two
+ * metas; a commit writes the older one, and LMDB uses the one with the
+ * larger transaction id.
  *
  * The same pass opens data.mdb and lock.mdb for reading and writing as
  * LMDB will (or checks that the directory lets the process make them), so
  * that a permission refused names the file, the operation and the user
  * the process runs as: LMDB's own answer is a bare errno. */
 #include "file_check.h"
+#include "file_layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,24 +32,6 @@
 
 #define META_MAGIC 0xBEEFC0DEu
 #define META_VERSION 1u
-#define P_META 0x08
-#define NO_PAGE UINT64_MAX
-/* Offsets in a meta page, LMDB 0.9 on a 64-bit machine: the page header
- * (8-byte page number, 2-byte pad, 2-byte flags, 4 bytes of bounds), then
- * MDB_meta, whose two MDB_db records are 48 bytes each (4-byte pad, which
- * in the free database's is the page size; flags; depth; 3 page counts;
- * entries; root). */
-#define OFF_PGNO 0
-#define OFF_FLAGS 10
-#define OFF_MAGIC 16
-#define OFF_VERSION 20
-#define OFF_MAPSIZE 32
-#define OFF_PSIZE 40
-#define OFF_FREE_ROOT 80
-#define OFF_MAIN_ROOT 128
-#define OFF_LAST_PG 136
-#define OFF_TXNID 144
-#define META_BYTES 152
 #define MIN_PSIZE 512
 #define MAX_PSIZE 65536
 
@@ -62,35 +41,24 @@ typedef struct meta {
   uint64_t psize, last_pg, txnid;
 } meta_t;
 
-static uint64_t u64_at(const unsigned char *b, size_t off) {
-  uint64_t v;
-  memcpy(&v, b + off, sizeof v);
-  return v;
-}
-
-static uint32_t u32_at(const unsigned char *b, size_t off) {
-  uint32_t v;
-  memcpy(&v, b + off, sizeof v);
-  return v;
-}
-
 /* Reads meta page n at offset off; false when the file ends before it. */
 static bool read_meta(int fd, uint64_t n, off_t off, meta_t *m) {
-  unsigned char b[META_BYTES];
+  unsigned char b[RESV__META_BYTES];
   *m = (meta_t){0};
   if (pread(fd, b, sizeof b, off) != (ssize_t)sizeof b) return false;
-  uint16_t flags;
-  memcpy(&flags, b + OFF_FLAGS, sizeof flags);
-  m->lmdb_takes = (flags & P_META) && u32_at(b, OFF_MAGIC) == META_MAGIC &&
-                  u32_at(b, OFF_VERSION) == META_VERSION;
-  m->psize = u32_at(b, OFF_PSIZE);
-  m->last_pg = u64_at(b, OFF_LAST_PG);
-  m->txnid = u64_at(b, OFF_TXNID);
-  uint64_t mapsize = u64_at(b, OFF_MAPSIZE); /* LMDB never writes past its map */
-  uint64_t free_root = u64_at(b, OFF_FREE_ROOT), main_root = u64_at(b, OFF_MAIN_ROOT);
-  bool roots = (free_root == NO_PAGE || (free_root >= 2 && free_root <= m->last_pg)) &&
-               (main_root == NO_PAGE || (main_root >= 2 && main_root <= m->last_pg));
-  m->whole = m->lmdb_takes && u64_at(b, OFF_PGNO) == n && m->psize >= MIN_PSIZE &&
+  m->lmdb_takes = (resv__u16_at(b, RESV__PAGE_FLAGS) & RESV__P_META) &&
+                  resv__u32_at(b, RESV__META_MAGIC_AT) == META_MAGIC &&
+                  resv__u32_at(b, RESV__META_VERSION_AT) == META_VERSION;
+  m->psize = resv__u32_at(b, RESV__META_FREE_DB);
+  m->last_pg = resv__u64_at(b, RESV__META_LAST_PG);
+  m->txnid = resv__u64_at(b, RESV__META_TXNID);
+  /* LMDB never writes past its map */
+  uint64_t mapsize = resv__u64_at(b, RESV__META_MAPSIZE_AT);
+  uint64_t free_root = resv__u64_at(b, RESV__META_FREE_DB + RESV__DB_ROOT);
+  uint64_t main_root = resv__u64_at(b, RESV__META_MAIN_DB + RESV__DB_ROOT);
+  bool roots = (free_root == RESV__NO_PAGE || (free_root >= 2 && free_root <= m->last_pg)) &&
+               (main_root == RESV__NO_PAGE || (main_root >= 2 && main_root <= m->last_pg));
+  m->whole = m->lmdb_takes && resv__u64_at(b, 0) == n && m->psize >= MIN_PSIZE &&
              m->psize <= MAX_PSIZE && (m->psize & (m->psize - 1)) == 0 &&
              m->last_pg >= 1 && m->last_pg < (UINT64_MAX / MAX_PSIZE) &&
              (m->last_pg + 1) * m->psize <= mapsize && roots;
@@ -109,9 +77,11 @@ static void read_second(int fd, const meta_t *m0, meta_t *m1) {
   *m1 = (meta_t){0};
 }
 
-/* Refuses a data.mdb (open as fd, size bytes) whose meta pages do not
- * hold, or that is shorter than the meta LMDB would use says. */
-static bool check_metas(const char *file, int fd, off_t size, resv_error_t *err) {
+/* Refuses a data.mdb (file in the directory path, open as fd, size bytes)
+ * whose meta pages do not hold, or that is shorter than the meta LMDB
+ * would use says. */
+static bool check_metas(const char *path, const char *file, int fd, off_t size,
+                        resv_error_t *err) {
   meta_t m[2];
   read_meta(fd, 0, 0, &m[0]);
   read_second(fd, &m[0], &m[1]);
@@ -127,18 +97,20 @@ static bool check_metas(const char *file, int fd, off_t size, resv_error_t *err)
   if (bad >= 0)
     return resv__fail(err, RESV_EFORMAT,
                       "path: %s is damaged: its meta page %d is not whole (the other "
-                      "one, of transaction %llu, is); nothing was read from it", file,
-                      bad, (unsigned long long)m[1 - bad].txnid);
+                      "one, of transaction %llu, is); nothing was read from it: "
+                      RESV__FILE_REMEDY, file, bad, (unsigned long long)m[1 - bad].txnid,
+                      path);
   uint64_t need = (m[use].last_pg + 1) * m[use].psize;
   if ((uint64_t)size < need)
     return resv__fail(err, RESV_EFORMAT,
                       "path: %s is damaged: it is %lld bytes, shorter than its meta "
                       "page says (%llu bytes: pages 0 to %llu of %llu bytes, as of "
                       "transaction %llu): the file was truncated, or that meta page "
-                      "is damaged; nothing was read from it", file, (long long)size,
-                      (unsigned long long)need,
+                      "is damaged; nothing was read from it: " RESV__FILE_REMEDY, file,
+                      (long long)size, (unsigned long long)need,
                       (unsigned long long)m[use].last_pg,
-                      (unsigned long long)m[use].psize, (unsigned long long)m[use].txnid);
+                      (unsigned long long)m[use].psize, (unsigned long long)m[use].txnid,
+                      path);
   return true;
 }
 
@@ -204,7 +176,7 @@ bool resv__file_check(const char *path, resv_error_t *err) {
   if (fd < 0) return true; /* a new store */
   struct stat st;
   bool ok = fstat(fd, &st) == 0
-                ? st.st_size == 0 || check_metas(data, fd, st.st_size, err)
+                ? st.st_size == 0 || check_metas(path, data, fd, st.st_size, err)
                 : resv__fail(err, RESV_EUNAVAILABLE, "path: %s: %s", data, strerror(errno));
   close(fd);
   return ok;

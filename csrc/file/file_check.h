@@ -7,6 +7,11 @@
  * file is refused with format instead of killing the process at its
  * first read (LMDB maps the file; a page past its end is SIGBUS).
  *
+ * file_walk.c runs once LMDB has opened the directory, before anything
+ * reads through it: every page a lookup or a write can reach is what LMDB
+ * writes, so that a damaged page is refused with format instead of
+ * crashing LMDB's cursor code.
+ *
  * file_identity.c runs while the store is open: the files behind the path
  * are still the ones the store has open (a directory deleted or replaced
  * under a running store must never give two worlds behind one path), and
@@ -31,6 +36,11 @@
  * resv__file_identity_fail. */
 #define RESV__FILE_GONE (-30600)
 #define RESV__FILE_SHORT (-30601)
+
+/* What an error about a damaged data.mdb says to do; its %s is the
+ * store's directory. */
+#define RESV__FILE_REMEDY \
+  "restore the directory from a copy, or run resv recover --path %s to move it aside"
 
 /* The most directories above a store's that are watched; a deeper path is
  * checked without watches. */
@@ -69,6 +79,19 @@ typedef struct resv__file_identity {
  * that is shorter than its newest whole meta page says (RESV_EFORMAT). A
  * missing or empty data.mdb passes: LMDB makes a new store of it. */
 bool resv__file_check(const char *path, resv_error_t *err);
+
+/* After mdb_env_open on the directory path, before any other read through
+ * mdb: walks the trees of data.mdb in the snapshot of a read transaction
+ * (file_walk.c says what it checks). False with err RESV_EFORMAT, naming
+ * the database, the page and what is wrong, when a page is not what LMDB
+ * writes; RESV_EUNAVAILABLE when it cannot read the file. */
+bool resv__file_walk_trees(MDB_env *mdb, const char *path, resv_error_t *err);
+
+/* For a store no process has open (resv recover): 1 when data.mdb is
+ * missing, empty or passes resv__file_check and the walk; 0 with err
+ * (RESV_EFORMAT) when open would refuse it as damaged; -1 with err when it
+ * cannot be looked at. */
+int resv__file_sound(const char *path, resv_error_t *err);
 
 /* Fills err for a failed operation on file (a path) with errno errnum:
  * RESV_EINVALID when retrying cannot help (a permission refused, a

@@ -233,6 +233,10 @@ static env_t *env_new(const char *path, const struct stat *st, int64_t map_size,
   mdb_env_stat(e->mdb, &est);
   e->limit_pages = (size_t)map_size / est.ms_psize;
   resv__file_check_readers(e, true);
+  if (!resv__file_walk_trees(e->mdb, path, err)) { /* file_walk.c */
+    env_free(e);
+    return NULL;
+  }
   bool unmarked = false;
   int64_t deadline = resv__add_ms_sat(resv__monotonic_ms(), timeout_ms);
   if (!check_marker(e, false, deadline, err, &unmarked) ||

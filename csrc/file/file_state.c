@@ -502,7 +502,10 @@ int resv_store_recover(const char *path, char *kept, size_t kept_size, resv_erro
   resv_error_t why = {0};
   if (!path || !*path) return resv__fail(err, RESV_EINVALID, "path: empty"), -1;
   read_boot_id(boot);
-  if (inspect(path, boot, &fresh, &recheck, &why) == 0) return 0;
+  if (inspect(path, boot, &fresh, &recheck, &why) == 0) {
+    int sound = resv__file_sound(path, err); /* file_walk.c */
+    if (sound != 0) return sound > 0 ? 0 : -1;
+  }
   if (!move_aside(path, buf, sizeof buf, err)) return -1;
   if (kept && kept_size) snprintf(kept, kept_size, "%s", buf);
   return 1;

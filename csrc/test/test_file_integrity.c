@@ -568,5 +568,6 @@ Suite *file_integrity_suite(void) {
   file_unwatched_tcase(s);
   file_flush_tcase(s);
   file_ring_tcase(s);
+  file_walk_tcase(s);
   return s;
 }

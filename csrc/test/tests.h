@@ -29,6 +29,8 @@ void file_unwatched_tcase(Suite *s);
 void file_flush_tcase(Suite *s);
 /* Its test case of the watches' ring (test_file_ring.c). */
 void file_ring_tcase(Suite *s);
+/* The walk of data.mdb at open (test_file_walk.c). */
+void file_walk_tcase(Suite *s);
 /* The store suite's test case of the host's signals (test_signals.c). */
 void signals_tcase(Suite *s);
 Suite *file_records_suite(void);

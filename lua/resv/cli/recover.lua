@@ -10,7 +10,7 @@ return function(cli)
     args = "",
     min = 0, max = 0,
     opens_itself = true,
-    summary = "move a file store an OS crash may have damaged aside",
+    summary = "move a file store that open refuses as damaged aside",
     help = [[
 For a file store (--path DIR) that open refuses as damaged: a store with
 sync = "process" whose last commits came after its last checkpoint, in an
