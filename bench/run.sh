@@ -89,6 +89,9 @@ run "$out/records" 100000
 run "$out/bigdelete" 5 2000 20000 both
 #    The same with LMDB alone: its share, the delete's batch, a compacted copy.
 run "$out/lmdb_freelist" 5 2000
+#    Opening a store of a million reservations: the walk of its pages
+#    against LMDB's own open and a pread of every page.
+run "$out/open" 1000000 5
 
 # 9. The counters of resv_store_stats on the memory store's hot path.
 run "$out/stats_cost" 200
