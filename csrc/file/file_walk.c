@@ -6,8 +6,8 @@
  * looked at. In nginx each worker that reads such a page dies, and again
  * after each respawn. So at open, once LMDB has the directory and before
  * anything reads through it, the store walks every page that a lookup or
- * a write of the snapshot can reach, with pread (file_layout.h says what
- * the bytes are), and refuses the store with format when one of them is
+ * a write of the snapshot can reach, through a read-only map of its own
+ * (file_layout.h says what the bytes are), and refuses the store with format when one of them is
  * not what LMDB writes:
  *
  * - every page of a tree is reached once, is within the snapshot's pages,
@@ -79,6 +79,7 @@ typedef struct walk {
   enum kind kind;
   const char *db;   /* the database walked, for errors */
   uint64_t entries; /* what the walk counted of it */
+  bool nomem;       /* it stopped for want of memory, not for damage */
   char why[600];    /* what is wrong, once it is */
 } walk_t;
 
@@ -191,7 +192,10 @@ static bool leaf_node(walk_t *w, const unsigned char *p, uint64_t pg, unsigned i
     if (w->n_named == w->cap_named) {
       size_t cap = w->cap_named ? 2 * w->cap_named : 8;
       named_t *n = realloc(w->named, cap * sizeof *n);
-      if (!n) return bad(w, "out of memory for %zu databases", cap);
+      if (!n) {
+        w->nomem = true;
+        return bad(w, "out of memory for %zu databases", cap);
+      }
       w->named = n;
       w->cap_named = cap;
     }
@@ -375,6 +379,7 @@ bool resv__file_walk_trees(MDB_env *mdb, const char *path, resv_error_t *err) {
   } else {
     w.map = map;
     ok = walk_all(&w, meta);
+    if (w.nomem) code = RESV_ENOMEM;
   }
   mdb_txn_abort(txn);
   if (map != MAP_FAILED) munmap(map, size);
