@@ -12,12 +12,10 @@
 #define RESV_FILE_INTERNAL_H
 
 #include "backend.h"
+#include "file_layout.h"
 #include "rules.h"
 
 #include <lmdb.h>
-
-/* LMDB keys are at most 511 bytes (MDB_MAXKEYSIZE of Debian's build). */
-#define RESV__FILE_KEY_MAX 511
 
 /* The first byte of every key of a type's database says what it is:
  * the format record; a reservation whose key is its tenant, namespace and

@@ -40,6 +40,7 @@
 #define RESV__PAGE_UPPER 14
 #define RESV__PAGE_RUN 12 /* an overflow run's length */
 #define RESV__NODE_HEADER 8
+#define RESV__FILE_KEY_MAX 511 /* MDB_MAXKEYSIZE of Debian's build */
 
 #define RESV__DB_BYTES 48
 #define RESV__DB_FLAGS 4

@@ -52,7 +52,6 @@
 #include <unistd.h>
 
 #define MAX_DEPTH 32 /* LMDB's cursor stack: no tree is deeper */
-#define MAX_KEY 511 /* MDB_MAXKEYSIZE of Debian's build */
 #define META_TRIES 1000
 #define FREE_DB_FLAGS 0x08 /* MDB_INTEGERKEY */
 
@@ -65,7 +64,7 @@ typedef struct db_rec {
 
 /* A type's database record, found in the main database's leaves. */
 typedef struct named {
-  char name[MAX_KEY + 1];
+  char name[RESV__FILE_KEY_MAX + 1];
   unsigned char rec[RESV__DB_BYTES];
 } named_t;
 
@@ -239,7 +238,7 @@ static bool walk_page(walk_t *w, uint64_t pg, unsigned level, unsigned depth, bo
       return bad(w, "page %llu's node %u is at %zu, outside its nodes (%zu to %zu)",
                  (unsigned long long)pg, i, off, upper, w->psize);
     size_t ksize = resv__u16_at(p, off + 6);
-    if (ksize > MAX_KEY || off + RESV__NODE_HEADER + ksize > w->psize)
+    if (ksize > RESV__FILE_KEY_MAX || off + RESV__NODE_HEADER + ksize > w->psize)
       return bad(w, "page %llu's node %u has a key of %zu bytes", (unsigned long long)pg, i,
                  ksize);
     /* A branch's first key is not one: its child holds what is below the

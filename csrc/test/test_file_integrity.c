@@ -5,11 +5,7 @@
  * deleted or replaced under a running store answers closed, never a
  * second world; the files follow the umask, and a permission refused
  * names the path, the operation and the user, with code invalid.
- *
- * Whatever may crash runs in a forked child (LMDB maps data.mdb: a page
- * past the end of the file is SIGBUS), which reports its answer as its
- * exit status and its error text through a pipe; the parent asserts on
- * them, so a crash fails the test instead of ending the runner. */
+ * Whatever may crash runs in a forked child (file_integrity_test.h). */
 #include <bson/bson.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,14 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests.h"
+#include "file_integrity_test.h"
 
-#define HOUR (3600 * 1000)
-#define KEYS 2000
 #define IDLE_MS 50 /* the truncated store's checkpoint after a write */
 #define NOBODY 65534
-
-static char dir[256];
 
 static void setup(void) { test_temp_dir(dir, sizeof dir); }
 
@@ -46,84 +38,6 @@ static void teardown(void) {
 
 static void file_of(char *out, size_t size, const char *name) {
   snprintf(out, size, "%s/%s", dir, name);
-}
-
-static resv_type_t *type_of(resv_store_t *s) {
-  resv_error_t err;
-  resv_type_t *t = resv_store_type(s, "test", 4, "seat", 4, &err);
-  ck_assert_msg(t != NULL, "type: %s", err.message);
-  return t;
-}
-
-static bool call(resv_type_t *t, int32_t op, const char *key, const char *owner,
-                 resv_answer_t *a, resv_error_t *err) {
-  resv_request_t r = {.op = op, .key = test_key("email", key),
-                      .owner = test_owner("", owner), .attempt = resv_cstr("a"),
-                      .ttl_ms = HOUR, .version = 1};
-  return resv_call(t, &r, a, err);
-}
-
-/* A closed store of KEYS reservations. */
-static void make_store(void) {
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_type_t *t = type_of(s);
-  char key[32];
-  for (int i = 0; i < KEYS; i++) {
-    snprintf(key, sizeof key, "k%d@x", i);
-    resv_answer_t a = {0};
-    test_reserve(t, key, "o1", "a", HOUR, &a);
-    resv_answer_clear(&a);
-  }
-  resv_store_close(s);
-}
-
-/* ---- children ----------------------------------------------------------- */
-
-/* What a child ran into: its exit status and the last error it wrote. */
-typedef struct outcome {
-  int status;
-  char message[sizeof ((resv_error_t *)0)->message];
-} outcome_t;
-
-/* In a child: reports err's text and exits with 100 + its code. */
-static void child_exit_with(const resv_error_t *err) {
-  test_child_end(100 + err->code, "%s", err->message);
-}
-
-/* Runs fn in a forked child, which exits 0 for "every answer right". */
-static outcome_t in_child(void (*fn)(void *), void *arg) {
-  outcome_t o;
-  o.status = test_child_run(fn, arg, o.message, sizeof o.message);
-  return o;
-}
-
-/* The child ended by exiting with 100 + code, its error saying words. */
-static void expect_error(outcome_t o, int32_t code, const char *words) {
-  ck_assert_msg(!WIFSIGNALED(o.status), "the child was killed by signal %d (%s)",
-                WTERMSIG(o.status), strsignal(WTERMSIG(o.status)));
-  ck_assert_msg(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 100 + code,
-                "the child exited %d (wanted %d, %s): %s", WEXITSTATUS(o.status),
-                100 + code, resv_code_name(code), o.message);
-  ck_assert_msg(strstr(o.message, words), "'%s' does not say '%s'", o.message, words);
-}
-
-/* Opens the store and gets every key: the first error ends the child,
- * else it exits 1. */
-static void open_and_get_all(void *arg) {
-  resv_error_t err;
-  resv_options_t o = {.path = dir, .map_size = 64 << 20};
-  resv_store_t *s = resv_store_open(&o, &err);
-  if (!s) child_exit_with(&err);
-  resv_type_t *t = resv_store_type(s, "test", 4, "seat", 4, &err);
-  if (!t) child_exit_with(&err);
-  char key[32];
-  for (int i = 0; i < KEYS; i++) {
-    resv_answer_t a = {0};
-    snprintf(key, sizeof key, "k%d@x", i);
-    if (!call(t, RESV_OP_GET, key, "o1", &a, &err)) child_exit_with(&err);
-    resv_answer_clear(&a);
-  }
-  test_child_exit(1); /* every get answered */
 }
 
 /* ---- damaged while closed ----------------------------------------------- */
@@ -221,6 +135,39 @@ START_TEST(damaged_meta_pages_are_refused_at_open) {
   /* Both zeroed. */
   patch(0, zeros, (size_t)psize * 2);
   expect_error(in_child(open_and_get_all, NULL), RESV_EFORMAT, "neither of its two meta pages");
+  free(zeros);
+}
+END_TEST
+
+/* resv recover moves aside a store open refuses as damaged, whatever the
+ * damage (the walk's refusals: test_file_walk.c); the next open starts
+ * empty. */
+static void recovered_then_empty(void) {
+  char kept[600], path[700];
+  resv_error_t err;
+  ck_assert_msg(resv_store_recover(dir, kept, sizeof kept, &err) == 1, "%s", err.message);
+  snprintf(path, sizeof path, "%s/data.mdb", kept);
+  ck_assert_int_eq(access(path, F_OK), 0);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  test_get(type_of(s), "k1@x", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  test_remove_dir(kept);
+  test_remove_dir(dir);
+  ck_assert_int_eq(mkdir(dir, 0700), 0);
+}
+
+START_TEST(resv_recover_moves_a_truncated_or_meta_damaged_store_aside) {
+  long psize = sysconf(_SC_PAGESIZE);
+  char *zeros = calloc(1, (size_t)psize);
+  make_store();
+  truncate_to(50);
+  recovered_then_empty();
+  make_store();
+  patch(newer_meta(psize) * psize, zeros, (size_t)psize);
+  recovered_then_empty();
   free(zeros);
 }
 END_TEST
@@ -553,6 +500,7 @@ Suite *file_integrity_suite(void) {
       a_data_file_truncated_to_50_percent_is_refused_at_open,
       a_data_file_truncated_to_10_percent_is_refused_at_open,
       the_data_file_is_kept_longer_than_its_pages, damaged_meta_pages_are_refused_at_open,
+      resv_recover_moves_a_truncated_or_meta_damaged_store_aside,
       reads_of_a_file_truncated_while_open_answer_format,
       reads_of_a_file_emptied_while_open_answer_format,
       reads_of_a_file_truncated_through_another_link_answer_format,

@@ -9,9 +9,7 @@
  *
  * The damage is made in the file's bytes, found by following the newer
  * meta page to the type's tree (file_layout.h says where things are).
- * Each store is opened in a forked child, which reports its error and
- * exits with 100 + its code: a crash fails the test instead of ending the
- * runner. */
+ * Each store is opened in a forked child (file_integrity_test.h). */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,13 +19,10 @@
 #include <unistd.h>
 
 #include "file_layout.h"
-#include "tests.h"
+#include "file_integrity_test.h"
 
-#define HOUR (3600 * 1000)
-#define KEYS 2000
 #define TYPE_DB "wow_reservation__test__seat"
 
-static char dir[256];
 static unsigned char *file; /* data.mdb's pages, as read by load() */
 static size_t file_size;
 static long psize;
@@ -43,26 +38,11 @@ static void teardown(void) {
   test_remove_dir(dir);
 }
 
-static resv_type_t *type_of(resv_store_t *s, resv_error_t *err) {
-  return resv_store_type(s, "test", 4, "seat", 4, err);
-}
-
 static void data_path(char *out, size_t size) { snprintf(out, size, "%s/data.mdb", dir); }
 
-/* A closed store of KEYS reservations, its pages read into file. */
-static void make_store(void) {
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_error_t err;
-  resv_type_t *t = type_of(s, &err);
-  ck_assert_msg(t != NULL, "type: %s", err.message);
-  char key[32];
-  resv_answer_t a = {0};
-  for (int i = 0; i < KEYS; i++) {
-    snprintf(key, sizeof key, "k%d@x", i);
-    test_reserve(t, key, "o1", "a", HOUR, &a);
-  }
-  resv_answer_clear(&a);
-  resv_store_close(s);
+/* The closed store of make_store, its pages read into file. */
+static void make_store_read(void) {
+  make_store();
   char path[300];
   data_path(path, sizeof path);
   file_size = (size_t)test_lmdb_pages(path) * (size_t)psize;
@@ -132,49 +112,18 @@ static uint64_t first_leaf(uint64_t *parent) {
   return pg;
 }
 
-/* In the child: opens the store, gets every key and reserves a new one;
- * the first error ends it with 100 + its code, else it exits 1. */
-static void open_and_get_all(void *arg) {
-  resv_error_t err;
-  resv_options_t o = {.path = dir, .map_size = 64 << 20};
-  resv_store_t *s = resv_store_open(&o, &err);
-  resv_type_t *t = s ? type_of(s, &err) : NULL;
-  if (!t) test_child_end(100 + err.code, "%s", err.message);
-  char key[32];
-  for (int i = 0; i < KEYS; i++) {
-    resv_answer_t a = {0};
-    snprintf(key, sizeof key, "k%d@x", i);
-    resv_request_t r = {.op = RESV_OP_GET, .key = test_key("email", key),
-                        .owner = test_owner("", "o1")};
-    if (!resv_call(t, &r, &a, &err)) test_child_end(100 + err.code, "%s", err.message);
-    resv_answer_clear(&a);
-  }
-  /* and writes, which takes pages from the list of free pages */
-  resv_answer_t a = {0};
-  resv_request_t r = {.op = RESV_OP_RESERVE, .key = test_key("email", "new@x"),
-                      .owner = test_owner("", "o2"), .attempt = resv_cstr("a"),
-                      .ttl_ms = HOUR};
-  if (!resv_call(t, &r, &a, &err)) test_child_end(100 + err.code, "%s", err.message);
-  test_child_exit(a.status == RESV_RESERVED ? 1 : 2);
-}
-
 /* The store, as damaged, is refused at open with format, saying words. */
 static void expect_refused(const char *words) {
-  char message[sizeof ((resv_error_t *)0)->message];
-  int status = test_child_run(open_and_get_all, NULL, message, sizeof message);
-  ck_assert_msg(!WIFSIGNALED(status), "the child was killed by signal %d (%s)",
-                WTERMSIG(status), strsignal(WTERMSIG(status)));
-  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 100 + RESV_EFORMAT,
-                "the child exited %d, not with format: %s", WEXITSTATUS(status), message);
-  ck_assert_msg(strstr(message, "is damaged: in ") && strstr(message, words),
-                "'%s' does not say '%s'", message, words);
+  outcome_t o = in_child(open_and_get_all, NULL);
+  expect_error(o, RESV_EFORMAT, "is damaged: in ");
+  expect_error(o, RESV_EFORMAT, words);
 }
 
 /* The known crash (docs/file-store.md): F_DUPDATA on a leaf node sends
  * LMDB into a sub-database that is not there. */
 START_TEST(a_leaf_node_flagged_as_duplicates_is_refused_at_open) {
   uint64_t parent, leaf;
-  make_store();
+  make_store_read();
   leaf = first_leaf(&parent);
   unsigned char *n = node(page(leaf), 3);
   n[4] |= 0x04;
@@ -188,7 +137,7 @@ END_TEST
 
 START_TEST(a_node_outside_its_page_is_refused_at_open) {
   uint64_t parent, leaf;
-  make_store();
+  make_store_read();
   leaf = first_leaf(&parent);
   unsigned char *p = page(leaf);
   uint16_t off = (uint16_t)(psize - 2);
@@ -203,7 +152,7 @@ END_TEST
 
 START_TEST(a_branch_to_a_page_past_the_file_is_refused_at_open) {
   uint64_t parent;
-  make_store();
+  make_store_read();
   first_leaf(&parent);
   unsigned char *n = node(page(parent), 1);
   uint64_t far = file_size / (size_t)psize + 100;
@@ -222,7 +171,7 @@ END_TEST
 /* A list of free pages whose count is past its record: LMDB's next write
  * would merge pages it reads from past the record's end. */
 START_TEST(a_list_of_free_pages_longer_than_its_record_is_refused_at_open) {
-  make_store();
+  make_store_read();
   unsigned char *p = page(resv__u64_at(newer_meta(), RESV__META_FREE_DB + RESV__DB_ROOT));
   ck_assert_uint_eq(resv__u16_at(p, RESV__PAGE_FLAGS), RESV__P_LEAF);
   unsigned char *n = node(p, 0);
@@ -245,7 +194,7 @@ START_TEST(resv_recover_moves_a_store_the_walk_refuses_aside) {
   char kept[600], path[700];
   resv_error_t err;
   uint64_t parent, leaf;
-  make_store();
+  make_store_read();
   ck_assert_int_eq(resv_store_recover(dir, kept, sizeof kept, &err), 0);
   leaf = first_leaf(&parent);
   node(page(leaf), 0)[4] |= 0x04;
@@ -254,8 +203,7 @@ START_TEST(resv_recover_moves_a_store_the_walk_refuses_aside) {
   snprintf(path, sizeof path, "%s/data.mdb", kept);
   ck_assert_int_eq(access(path, F_OK), 0);
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_type_t *t = type_of(s, &err);
-  ck_assert_msg(t != NULL, "type: %s", err.message);
+  resv_type_t *t = type_of(s);
   resv_answer_t a = {0};
   test_get(t, "k1@x", &a);
   ck_assert_int_eq(a.status, RESV_ABSENT);
@@ -272,7 +220,7 @@ START_TEST(a_store_with_records_on_overflow_pages_opens) {
   resv_answer_t a = {0};
   resv_error_t err;
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_type_t *t = type_of(s, &err);
+  resv_type_t *t = type_of(s);
   for (int h = 0; h < 6; h++) {
     memset(attempt, 'a' + h, sizeof attempt - 1);
     attempt[sizeof attempt - 1] = '\0';
@@ -280,8 +228,7 @@ START_TEST(a_store_with_records_on_overflow_pages_opens) {
   }
   resv_store_close(s);
   s = test_open_file(dir, RESV_SYNC_PROCESS);
-  t = type_of(s, &err);
-  ck_assert_msg(t != NULL, "type: %s", err.message);
+  t = type_of(s);
   resv_request_t r = {.op = RESV_OP_GET, .key = test_key("email", "big@x"),
                       .owner = test_owner("", "o1")};
   ck_assert_msg(resv_call(t, &r, &a, &err), "get: %s", err.message);
@@ -298,7 +245,7 @@ END_TEST
 static void keep_writing(int fd) {
   resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
   resv_error_t err;
-  resv_type_t *t = type_of(s, &err);
+  resv_type_t *t = s ? resv_store_type(s, "test", 4, "seat", 4, &err) : NULL;
   char key[32];
   resv_answer_t a = {0};
   for (int i = 0; t; i++) {
