@@ -140,7 +140,7 @@ class FileStore(unittest.TestCase):
         # that took a page a commit reused for one of the snapshot's would
         # refuse a sound store: that worker would answer 503 from then on (a
         # walk that ended its read transaction before reading the pages
-        # failed here in one run of two; the C test of the race did not).
+        # failed here in one run of two).
         for sync in ('disk', 'process'):
             store = os.path.join(self.dir, sync)
             with Gateway(path=store, workers=4, sync=sync) as gw:
