@@ -31,7 +31,7 @@ RUN = uuid.uuid4().hex[:8]
 
 
 def fresh(name):
-    return '%s-%s-%s' % (name, RUN, uuid.uuid4().hex[:6])
+    return '%s-%s-%s' % (name, RUN, uuid.uuid4().hex[:12])
 
 
 def race(gw, pairs, timeout=15.0):
