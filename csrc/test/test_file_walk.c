@@ -23,7 +23,7 @@
 
 #define TYPE_DB "wow_reservation__test__seat"
 
-static unsigned char *file; /* data.mdb's pages, as read by load() */
+static unsigned char *file; /* data.mdb's pages, as make_store_read read them */
 static size_t file_size;
 static long psize;
 
