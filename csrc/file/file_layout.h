@@ -75,4 +75,10 @@ static inline uint64_t resv__u64_at(const unsigned char *b, size_t off) {
   return v;
 }
 
+/* The child page a branch node at n names. */
+static inline uint64_t resv__node_child(const unsigned char *n) {
+  return resv__u16_at(n, 0) | (uint64_t)resv__u16_at(n, 2) << 16 |
+         (uint64_t)resv__u16_at(n, 4) << 32;
+}
+
 #endif /* RESV_FILE_LAYOUT_H */

@@ -261,8 +261,7 @@ static bool walk_page(walk_t *w, uint64_t pg, unsigned level, unsigned depth, bo
   if (leaf) return true;
   for (unsigned i = 0; i < n; i++) {
     size_t off = resv__u16_at(p, RESV__PAGE_HEADER + 2 * i);
-    uint64_t child = resv__u16_at(p, off) | (uint64_t)resv__u16_at(p, off + 2) << 16 |
-                     (uint64_t)resv__u16_at(p, off + 4) << 32;
+    uint64_t child = resv__node_child(p + off);
     bound_t clo = i ? (bound_t){p + off + RESV__NODE_HEADER, resv__u16_at(p, off + 6)} : lo;
     bound_t chi = hi;
     if (i + 1 < n) {
