@@ -3,14 +3,16 @@
  * to damage, and the forked child that opens it and answers every key,
  * whose exit status and error text the parent asserts on (LMDB maps
  * data.mdb: a crash in the child fails the test instead of ending the
- * runner). */
+ * runner); and what resv recover must make of a damaged store. */
 #ifndef RESV_FILE_INTEGRITY_TEST_H
 #define RESV_FILE_INTEGRITY_TEST_H
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests.h"
 
@@ -94,6 +96,26 @@ static inline void open_and_get_all(void *arg) {
   }
   if (!call(t, RESV_OP_RESERVE, "new@x", "o2", &a, &err)) child_exit_with(&err);
   test_child_exit(a.status == RESV_RESERVED ? 1 : 2);
+}
+
+/* resv recover moves the damaged store in dir aside, keeping its
+ * data.mdb; the next open starts empty. Leaves dir empty, as setup made
+ * it. */
+static inline void recovered_then_empty(void) {
+  char kept[600], path[700];
+  resv_error_t err;
+  ck_assert_msg(resv_store_recover(dir, kept, sizeof kept, &err) == 1, "%s", err.message);
+  snprintf(path, sizeof path, "%s/data.mdb", kept);
+  ck_assert_int_eq(access(path, F_OK), 0);
+  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
+  resv_answer_t a = {0};
+  test_get(type_of(s), "k1@x", &a);
+  ck_assert_int_eq(a.status, RESV_ABSENT);
+  resv_answer_clear(&a);
+  resv_store_close(s);
+  test_remove_dir(kept);
+  test_remove_dir(dir);
+  ck_assert_int_eq(mkdir(dir, 0700), 0);
 }
 
 #endif

@@ -140,25 +140,7 @@ START_TEST(damaged_meta_pages_are_refused_at_open) {
 END_TEST
 
 /* resv recover moves aside a store open refuses as damaged, whatever the
- * damage (the walk's refusals: test_file_walk.c); the next open starts
- * empty. */
-static void recovered_then_empty(void) {
-  char kept[600], path[700];
-  resv_error_t err;
-  ck_assert_msg(resv_store_recover(dir, kept, sizeof kept, &err) == 1, "%s", err.message);
-  snprintf(path, sizeof path, "%s/data.mdb", kept);
-  ck_assert_int_eq(access(path, F_OK), 0);
-  resv_store_t *s = test_open_file(dir, RESV_SYNC_PROCESS);
-  resv_answer_t a = {0};
-  test_get(type_of(s), "k1@x", &a);
-  ck_assert_int_eq(a.status, RESV_ABSENT);
-  resv_answer_clear(&a);
-  resv_store_close(s);
-  test_remove_dir(kept);
-  test_remove_dir(dir);
-  ck_assert_int_eq(mkdir(dir, 0700), 0);
-}
-
+ * damage (the walk's refusals: test_file_walk.c). */
 START_TEST(resv_recover_moves_a_truncated_or_meta_damaged_store_aside) {
   long psize = sysconf(_SC_PAGESIZE);
   char *zeros = calloc(1, (size_t)psize);
