@@ -699,7 +699,8 @@ class Options(unittest.TestCase):
 
 class Recover(unittest.TestCase):
     """resv recover: a file store with sync = "process" left dirty by a
-    crashed process, opened after a (faked: RESV_BOOT_ID) reboot."""
+    crashed process, opened after a (faked: RESV_BOOT_ID) reboot; a
+    data.mdb cut short."""
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="resv-cli-")
@@ -738,6 +739,32 @@ class Recover(unittest.TestCase):
         self.assertEqual(code, 1, err)
         self.assertIn("no file store in %s" % self.dir, err)
         code, out, err = self.boot("boot-2", "recover")
+        self.assertEqual((code, out), (0, "recover: nothing to recover: %s opens as it is\n"
+                                       % self.dir), err)
+
+    def test_recover_moves_a_cut_store_aside_as_the_error_says(self):
+        # What a newcomer meets: a data.mdb cut short (a full disk, a bad
+        # copy) is refused naming resv recover, which moves it aside.
+        script = ("local resv = require 'resv'\n"
+                  "local store = assert(resv.open { path = %s })\n"
+                  "local t = assert(store:type('shop', 'user'))\n"
+                  "for i = 1, 2000 do assert(t:reserve({ namespace = 'email', key = 'k' .. i },"
+                  " { id = 'u1' }, 'a1', 3600000).status == 'reserved') end\n"
+                  "store:close()\n" % json.dumps(self.dir))
+        subprocess.run(["luajit", "-e", script], env=ENV, cwd=ROOT, check=True, timeout=60)
+        data = os.path.join(self.dir, "data.mdb")
+        os.truncate(data, 3 * 4096)
+        code, out, err = self.boot("boot-1", "get", "shop/user", "/email/k1")
+        self.assertEqual(code, 1, err)
+        self.assertIn("is damaged", err)
+        self.assertIn("run resv recover --path %s to move it aside" % self.dir, err)
+        code, out, err = self.boot("boot-1", "--json", "recover")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.addCleanup(shutil.rmtree, doc["kept"], ignore_errors=True)
+        self.assertTrue(doc["moved"], doc)
+        self.assertTrue(os.path.exists(os.path.join(doc["kept"], "data.mdb")))
+        code, out, err = self.boot("boot-1", "recover")
         self.assertEqual((code, out), (0, "recover: nothing to recover: %s opens as it is\n"
                                        % self.dir), err)
 
