@@ -314,20 +314,27 @@ static bool walk_all(walk_t *w, const unsigned char *meta) {
 /* Begins a read transaction and reads its snapshot's meta page (page
  * txnid & 1) from data.mdb (fd). A commit two after the snapshot's
  * overwrites that page, and cannot begin to before the one in between has
- * written its own meta page, which makes it the newest: so what was read
- * is the snapshot's when its transaction id is the snapshot's and, once it
- * has been read, no meta page is newer. */
+ * published its transaction id in lock.mdb, where every read transaction
+ * begins: so what was read is the snapshot's when its transaction id is
+ * the snapshot's and, once it has been read, a read transaction still
+ * begins at the snapshot. (Not the newest meta page of the map, which
+ * mdb_env_info reports: a writer killed after writing its meta page and
+ * before publishing it leaves that page one ahead of every read, until
+ * the next writer takes LMDB's lock and adopts it.) */
 static int begin(MDB_env *mdb, int fd, size_t psize, MDB_txn **txn, unsigned char *meta) {
   for (int i = 0; i < META_TRIES; i++) {
+    MDB_txn *after;
     int rc = mdb_txn_begin(mdb, NULL, MDB_RDONLY, txn);
     if (rc) return rc;
     uint64_t id = mdb_txn_id(*txn);
-    MDB_envinfo info;
     if (pread(fd, meta, RESV__META_BYTES, (off_t)((id & 1) * psize)) != RESV__META_BYTES)
       rc = errno ? errno : EIO;
-    else if (mdb_env_info(mdb, &info) == 0 && info.me_last_txnid == id &&
-             resv__u64_at(meta, RESV__META_TXNID) == id)
-      return 0;
+    else if (resv__u64_at(meta, RESV__META_TXNID) == id &&
+             (rc = mdb_txn_begin(mdb, NULL, MDB_RDONLY, &after)) == 0) {
+      bool still = mdb_txn_id(after) == id;
+      mdb_txn_abort(after);
+      if (still) return 0;
+    }
     mdb_txn_abort(*txn);
     *txn = NULL;
     if (rc) return rc;
