@@ -47,6 +47,10 @@ local function fake_nginx(dicts)
       n.timers[#n.timers + 1] = { every = s, fn = fn, worker = n.id }
       return true
     end,
+    at = function(s, fn)
+      n.timers[#n.timers + 1] = { at = s, fn = fn, worker = n.id }
+      return true
+    end,
   }
   n.log = function(_, ...) n.logs[#n.logs + 1] = table.concat({ ... }) end
   n.say = function(...) n.out[#n.out + 1] = table.concat({ ... }) .. "\n" end
@@ -220,6 +224,82 @@ describe("resv.ngx's helpers", function()
     resv_ngx.unavailable('timeout: "x"\n')
     assert.equal('{"error":"store unavailable","detail":"timeout: \\"x\\"\\u000a"}\n',
                  table.concat(n.out))
+  end)
+
+  -- A file store in a new directory, cut short once closed: refused at open
+  -- as damaged (format), until resv.recover moves it aside.
+  local function damaged_store()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    -- written by a plain LuaJIT, not under this file's fake nginx
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write(("package.path, package.cpath = %q, %q\n"):format(package.path, package.cpath),
+            "local resv = require 'resv'\n",
+            ("local s = assert(resv.open { path = %q, sync = 'process' })\n"):format(dir),
+            "local t = assert(s:type('c', 'a'))\n",
+            "for i = 1, 2000 do assert(t:reserve({ namespace = 'n', key = 'k' .. i }, ",
+            "{ id = 'o' }, 'a', 3600000)) end\n",
+            "s:close()\n")
+    f:close()
+    assert(os.execute("luajit " .. script))
+    os.remove(script)
+    f = assert(io.open(dir .. "/data.mdb", "rb"))
+    local head = f:read(3 * 4096)
+    f:close()
+    f = assert(io.open(dir .. "/data.mdb", "wb"))
+    f:write(head)
+    f:close()
+    return dir
+  end
+
+  it("tries a store that did not open again, twice as late each time, until it opens", function()
+    local dir = damaged_store()
+    local s, err = resv_ngx.open_in_worker({ path = dir, sync = "process" }, { metrics = false })
+    assert.is_nil(s)
+    assert.matches("^format: .*is damaged", err)
+    assert.equal(1, #n.logs)
+    local none, why = resv_ngx.store()
+    assert.is_nil(none)
+    assert.equal(err, why)
+    -- still damaged: tried again, the next try twice as far off, the same
+    -- error not logged again
+    for _, delay in ipairs { 1, 2, 4 } do
+      assert.equal(1, #n.timers)
+      local timer = table.remove(n.timers)
+      assert.equal(delay, timer.at)
+      timer.fn(false)
+      assert.is_nil(resv_ngx.store())
+    end
+    assert.equal(1, #n.logs)
+    local kept = assert(resv.recover(dir))
+    local timer = table.remove(n.timers)
+    assert.equal(8, timer.at)
+    timer.fn(false)
+    local opened = assert(resv_ngx.store())
+    stores[#stores + 1] = opened
+    assert.equal(0, #n.timers)
+    assert.matches("opened the store, which did not open before: format: ", n.logs[#n.logs])
+    assert.equal("resv.store: resv store (file " .. dir .. ", sync=process)", tostring(opened))
+    os.execute("rm -rf " .. dir .. " " .. kept)
+  end)
+
+  it("does not try again invalid options, a worker that exits, or with retry = false", function()
+    assert.is_nil(resv_ngx.open_in_worker({ uri = "not a uri" }))
+    assert.equal(0, #n.timers)
+    local dir = damaged_store()
+    assert.is_nil(resv_ngx.open_in_worker({ path = dir }, { metrics = false, retry = false }))
+    assert.equal(0, #n.timers)
+    assert.is_nil(resv_ngx.open_in_worker({ path = dir }, { metrics = false, retry = 0.5 }))
+    local timer = table.remove(n.timers)
+    assert.equal(0.5, timer.at)
+    timer.fn(true) -- premature: the worker is exiting
+    assert.equal(0, #n.timers)
+    assert.is_nil(resv_ngx.store())
+    assert.has_error(function() resv_ngx.open_in_worker({ path = dir }, { retry = 0 }) end,
+                     "resv.ngx.open_in_worker: retry must be a number of seconds > 0 or false")
+    os.execute("rm -rf " .. dir)
   end)
 
   it("says the store was never opened in this Lua VM", function()

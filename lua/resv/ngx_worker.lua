@@ -41,6 +41,7 @@ local gmatch = string.gmatch
 local gsub = string.gsub
 local sub = string.sub
 local max = math.max
+local min = math.min
 
 local ngx = rawget(_G, "ngx")
 
@@ -48,6 +49,8 @@ local DICT = "resv_metrics"
 local PREFIX = "worker:"
 local EVERY = 1  -- seconds between a worker's publications
 local KEEP = 5   -- publications' worth a listing stays
+local RETRY_FIRST = 1 -- seconds before a store that did not open is tried again
+local RETRY_MOST = 30 -- the longest wait between two tries
 
 local _M = {}
 
@@ -58,11 +61,55 @@ local publishing    -- the dict name this worker publishes into, once started
 ---------------------------------------------------------------------------
 -- the worker's store
 
+-- Tries resv.open(options) once; on success it is the worker's store, and
+-- its counters go into dict (when given) every `every` seconds.
+local function try_open(options, dict, every)
+  local s, err = require("resv").open(options)
+  if not s then
+    store_err = err
+    return nil, err
+  end
+  store, store_err = s, nil
+  ngx.log(ngx.INFO, "resv: ", tostring(s), ", waiting by ", require("resv.ngx").mechanism())
+  if dict then
+    _M.publish_metrics(s, { dict = dict, every = every })
+  end
+  return s
+end
+
+-- A store that did not open is tried again from a timer, after `delay`
+-- seconds, then twice as long each time up to RETRY_MOST, until it opens
+-- or the worker exits (a reload, a quit). A failure is logged when its
+-- error differs from the one before; the open that succeeds is logged.
+local function retry(delay, options, dict, every, last_err)
+  local ok, terr = ngx.timer.at(delay, function(premature)
+    if premature or store then
+      return
+    end
+    local s, err = try_open(options, dict, every)
+    if s then
+      ngx.log(ngx.WARN, "resv: opened the store, which did not open before: ", last_err)
+      return
+    end
+    if err ~= last_err then
+      ngx.log(ngx.ERR, "resv: cannot open the store: ", err)
+    end
+    retry(min(2 * delay, RETRY_MOST), options, dict, every, err)
+  end)
+  if not ok then
+    ngx.log(ngx.ERR, "resv: no timer to open the store again: ", terr)
+  end
+end
+
 -- Opens this worker's store with resv.open(options), in init_worker_by_lua*
 -- (after the fork). opts (optional): metrics = the lua_shared_dict to
 -- publish this worker's counters into (default "resv_metrics" when nginx.conf
--- has it; false: none), every = seconds between publications (1). Logs why
--- when it cannot open; store() and type() then answer that error.
+-- has it; false: none), every = seconds between publications (1), retry =
+-- seconds before the first try again when it does not open (1; false:
+-- never). Logs why when it cannot open; store() and type() then answer that
+-- error, until a try again opens it (every failure but invalid options is
+-- tried again: a directory not there yet, a damaged store until resv
+-- recover moves it aside, a writer holding the gate past the deadline).
 -- Returns the store, or nil, err.
 function _M.open_in_worker(options, opts)
   opts = opts or {}
@@ -77,18 +124,29 @@ function _M.open_in_worker(options, opts)
     error("resv.ngx.open_in_worker: nginx.conf has no `lua_shared_dict " .. tostring(dict)
           .. " 1m;` for metrics", 2)
   end
-  local s, err = require("resv").open(options)
-  if not s then
-    store, store_err = nil, err
-    ngx.log(ngx.ERR, "resv: cannot open the store: ", err)
-    return nil, err
+  local delay = opts.retry
+  if delay == nil then
+    delay = RETRY_FIRST
   end
-  store, store_err = s, nil
-  ngx.log(ngx.INFO, "resv: ", tostring(s), ", waiting by ", require("resv.ngx").mechanism())
-  if dict then
-    _M.publish_metrics(s, { dict = dict, every = opts.every })
+  if delay ~= false and (type(delay) ~= "number" or delay <= 0) then
+    error("resv.ngx.open_in_worker: retry must be a number of seconds > 0 or false", 2)
   end
-  return s
+  local s, err = try_open(options, dict, opts.every)
+  if s then
+    return s
+  end
+  ngx.log(ngx.ERR, "resv: cannot open the store: ", err)
+  if delay and sub(err, 1, 8) ~= "invalid:" then
+    local copy = options -- as it is now: the caller may change its table later
+    if type(options) == "table" then
+      copy = {}
+      for k, v in pairs(options) do
+        copy[k] = v
+      end
+    end
+    retry(delay, copy, dict, opts.every, err)
+  end
+  return nil, err
 end
 
 -- This worker's store, or nil, err: why open_in_worker could not open it,

@@ -18,8 +18,8 @@
 --
 -- The store is opened in init_worker (resv.ngx.open_in_worker: never
 -- before nginx forks its workers, a MongoDB client must not cross fork()),
--- and a store that did not open, or a call that failed, answers 503
--- (resv.ngx.unavailable). Every resv call yields
+-- and a store that did not open (tried again until it opens), or a call
+-- that failed, answers 503 (resv.ngx.unavailable). Every resv call yields
 -- the request's coroutine while the store works; the worker serves other
 -- requests meanwhile (lua/resv/ngx.lua).
 local resv_ngx = require "resv.ngx"

@@ -10,6 +10,7 @@ uses e-mail addresses no other test or run uses.
 
 import concurrent.futures
 import http.client
+import json
 import os
 import re
 import shutil
@@ -222,6 +223,32 @@ class FileStore(unittest.TestCase):
             status, body = gw.signup(email, fresh('other'))
         self.assertEqual((409, 'email', 'confirmed'),
                          (status, body['field'], body['state']), body)
+
+    def test_a_worker_whose_store_did_not_open_serves_once_recover_moved_it_aside(self):
+        # The operator's path after a damaged store (docs/openresty.md): the
+        # workers answer 503 naming resv recover; once it has moved the
+        # store aside, they open it again on their own, without a reload.
+        with Gateway(path=self.dir, workers=2, sync='process') as gw:
+            self.assertEqual(201, gw.signup(fresh('ida') + '@example.com', fresh('ida'))[0])
+        with open(os.path.join(self.dir, 'data.mdb'), 'r+b') as f:
+            f.truncate(3 * 4096)
+        with Gateway(path=self.dir, workers=2, sync='process') as gw:
+            status, body = gw.signup(fresh('ida') + '@example.com', fresh('ida'))
+            self.assertEqual(503, status, body)
+            self.assertIn('resv recover --path %s' % self.dir, body['detail'])
+            env = dict(os.environ, LUA_CPATH=os.path.join(REPO, gw.build, '?.so') + ';;',
+                       LUA_PATH=os.path.join(REPO, 'lua', '?.lua') + ';;')
+            out = subprocess.run([os.path.join(REPO, 'bin', 'resv'), '--path', self.dir,
+                                  '--json', 'recover'], env=env, check=True, text=True,
+                                 stdout=subprocess.PIPE, timeout=60).stdout
+            self.addCleanup(shutil.rmtree, json.loads(out)['kept'], ignore_errors=True)
+            answers, deadline = [], time.monotonic() + 20
+            while time.monotonic() < deadline and answers[-10:] != [201] * 10:
+                answers.append(gw.signup(fresh('ida') + '@example.com', fresh('ida'))[0])
+                time.sleep(0.05)
+            log = gw.log()
+        self.assertEqual([201] * 10, answers[-10:], answers)
+        self.assertEqual(2, log.count('opened the store, which did not open before'), log)
 
     def test_the_memory_store_with_several_workers_does_not_open(self):
         with Gateway(workers=2) as gw:
