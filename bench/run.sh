@@ -75,6 +75,9 @@ run "$out/filestore" 100000 2
 #    sync = disk (the default) against one page's fdatasync, and 32
 #    writers against one.
 run "$out/durability" 0.3 5
+#    What one writer's commit would cost with a redo log in front of
+#    LMDB (a design not built), against today's.
+run "$out/redo_floor" 1 5
 #    and against Redis, one request at a time (SET NX PX through hiredis):
 #    process against appendfsync everysec, disk against always.
 run "$out/redis_nx" 20000 5
