@@ -180,6 +180,70 @@ class FileStore(unittest.TestCase):
             sys.stderr.write('  %s: %d sign-ups across 5 reloads, all 201\n'
                              % (sync, len(answers)))
 
+    def test_workers_killed_under_signups_are_replaced_and_keep_one_winner(self):
+        # nginx starts a new worker in place of each one killed (SIGKILL:
+        # inside a commit, holding the write gate, between a commit's meta
+        # page and its publication in lock.mdb), which opens the store while
+        # the others write. Every answer is 201, 409, or 502 when the worker
+        # that served the account service (the same nginx) was killed; an
+        # e-mail is won at most once, and once the kills stop every worker
+        # serves.
+        for sync in ('disk', 'process'):
+            store = os.path.join(self.dir, sync)
+            emails = [fresh('k%d' % i) + '@example.com' for i in range(40)]
+            with Gateway(path=store, workers=4, sync=sync) as gw:
+                answers, cut, stop = [], [0], [False]
+
+                def sign_up_until_stopped(n):
+                    i = n
+                    while not stop[0]:  # every other one a new e-mail: writes
+                        email = emails[i % len(emails)] if i % 2 else fresh('n') + '@x.org'
+                        i += 7
+                        try:
+                            status, body = gw.signup(email, fresh('k'))
+                        except (ConnectionError, http.client.HTTPException):
+                            cut[0] += 1  # its worker was killed under it
+                            continue
+                        answers.append((email, status, body))
+
+                kills = 0
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    writers = [pool.submit(sign_up_until_stopped, n) for n in range(4)]
+                    try:
+                        until = time.monotonic() + 6
+                        while time.monotonic() < until:
+                            pids = gw.worker_pids()
+                            if pids:
+                                os.kill(pids[kills % len(pids)], signal.SIGKILL)
+                                kills += 1
+                            time.sleep(0.1)
+                    finally:
+                        stop[0] = True
+                    for w in writers:
+                        w.result()
+                deadline = time.monotonic() + 10
+                while len(gw.worker_pids()) < 4 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                after = [gw.signup(fresh('s') + '@example.com', fresh('s'))[0]
+                         for _ in range(20)]
+                log = gw.log()
+            upstream_cut = [a for a in answers
+                            if a[1] == 502 and a[2].get('error') == 'account service failed']
+            odd = [a for a in answers if a[1] not in (201, 409) and a not in upstream_cut]
+            self.assertEqual([], odd[:3], sync)
+            won = [a[0] for a in answers if a[1] == 201 and a[0] in emails]
+            self.assertEqual(sorted(set(won)), sorted(won), sync)
+            self.assertEqual([], [a for a in answers if a[1] == 409 and a[0] not in emails][:3],
+                             sync)
+            self.assertGreater(len(answers), 40, sync)
+            self.assertEqual([201] * 20, after, sync)
+            self.assertNotIn('cannot open the store', log, sync)
+            sys.stderr.write('  %s: %d workers killed, %d answers (%d new e-mails), %d cut, '
+                             '%d 502 (account service cut)\n'
+                             % (sync, kills, len(answers),
+                                sum(a[0] not in emails for a in answers), cut[0],
+                                len(upstream_cut)))
+
     def test_metrics_lists_every_worker_and_counts_the_calls(self):
         email = fresh('mia') + '@example.com'
         with Gateway(path=self.dir, workers=2) as gw:
