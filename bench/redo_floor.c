@@ -4,7 +4,7 @@
  * a ratio over one pwrite of a 4 KiB page and its fdatasync on the same
  * file system (durability.c's baseline).
  *
- *   redo_floor [seconds per measure] [rounds]
+ *   redo_floor [seconds per round] [rounds]
  *
  * Each round, on fresh files in one directory, takes the ways below in
  * turn, 16 commits of each, for `seconds` (default 1) in all:
