@@ -77,6 +77,12 @@ static inline void expect_error(outcome_t o, int32_t code, const char *words) {
   ck_assert_msg(strstr(o.message, words), "'%s' does not say '%s'", o.message, words);
 }
 
+/* The child answered every key and reserved a new one (open_and_get_all). */
+static inline void expect_answered(outcome_t o) {
+  ck_assert_msg(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 1,
+                "the child ended with status %#x: %s", o.status, o.message);
+}
+
 /* In the child: opens the store, gets every key, then reserves a new one
  * (a write takes pages from the list of free pages); the first error ends
  * it with 100 + its code, else it exits 1 when the new key was reserved. */

@@ -5,7 +5,8 @@
  * format, naming the database and the page, before any read; a store
  * whose records are on overflow pages, that another process writes to
  * while it opens, or whose newest meta page a killed writer never
- * published, opens as it is; resv recover moves a refused store aside. A test case of the file_integrity suite.
+ * published, opens as it is; resv recover moves a refused store aside. A
+ * test case of the file_integrity suite.
  *
  * The damage is made in the file's bytes, found by following the newer
  * meta page to the type's tree (file_layout.h says where things are).
@@ -40,9 +41,8 @@ static void teardown(void) {
 
 static void data_path(char *out, size_t size) { snprintf(out, size, "%s/data.mdb", dir); }
 
-/* The closed store of make_store, its pages read into file. */
-static void make_store_read(void) {
-  make_store();
+/* data.mdb's pages in use, read into file. */
+static void read_file(void) {
   char path[300];
   data_path(path, sizeof path);
   file_size = (size_t)test_lmdb_pages(path) * (size_t)psize;
@@ -52,6 +52,12 @@ static void make_store_read(void) {
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(pread(fd, file, file_size, 0), (ssize_t)file_size);
   close(fd);
+}
+
+/* The closed store of make_store, its pages read into file. */
+static void make_store_read(void) {
+  make_store();
+  read_file();
 }
 
 /* Writes page pg of file back into data.mdb. */
@@ -285,28 +291,18 @@ END_TEST
 START_TEST(a_meta_page_a_killed_writer_left_unpublished_does_not_stop_an_open) {
   make_store();
   resv_store_t *s = test_open_file(dir, RESV_SYNC_DISK);
-  char path[300];
-  data_path(path, sizeof path);
-  int fd = open(path, O_RDWR);
-  ck_assert_int_ge(fd, 0);
-  unsigned char meta[2][RESV__META_BYTES];
-  for (int i = 0; i < 2; i++)
-    ck_assert_int_eq(pread(fd, meta[i], RESV__META_BYTES, (off_t)i * psize), RESV__META_BYTES);
-  uint64_t id0 = resv__u64_at(meta[0], RESV__META_TXNID);
-  uint64_t id1 = resv__u64_at(meta[1], RESV__META_TXNID);
-  int newer = id1 > id0, older = !newer;
-  uint64_t next = (newer ? id1 : id0) + 1;
-  ck_assert_int_eq((int)(next & 1), older);
-  memcpy(meta[older] + RESV__META_MAGIC_AT, meta[newer] + RESV__META_MAGIC_AT,
+  read_file();
+  const unsigned char *newer = newer_meta();
+  uint64_t next = resv__u64_at(newer, RESV__META_TXNID) + 1;
+  unsigned char *older = page(next & 1);
+  ck_assert_ptr_ne(older, newer);
+  memcpy(older + RESV__META_MAGIC_AT, newer + RESV__META_MAGIC_AT,
          RESV__META_BYTES - RESV__META_MAGIC_AT);
-  memcpy(meta[older] + RESV__META_TXNID, &next, sizeof next);
-  ck_assert_int_eq(pwrite(fd, meta[older], RESV__META_BYTES, (off_t)older * psize),
-                   RESV__META_BYTES);
-  close(fd);
+  memcpy(older + RESV__META_TXNID, &next, sizeof next);
+  write_page(next & 1);
   outcome_t o = in_child(open_and_get_all, NULL);
   resv_store_close(s);
-  ck_assert_msg(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 1,
-                "the child ended with status %d: %s", o.status, o.message);
+  expect_answered(o);
 }
 END_TEST
 
