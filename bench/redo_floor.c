@@ -34,6 +34,7 @@
 #define RECORD 128
 #define VALUE 96
 #define BLOCK 16
+#define WAYS 5 /* page, store, lmdb, log, lmdb+log */
 
 static char dir[256];
 static long next_key;
@@ -143,16 +144,16 @@ static void one(rig_t *r, int which) {
 /* The ways taken in turn, BLOCK commits each, for `seconds`: each way's
  * commits meet the disk as the others' do (a block's first commit may
  * wait for what the way before left to the disk). ns a commit, into ns. */
-static void measure(rig_t *r, int ways, double seconds, double *ns) {
-  int64_t spent[8] = {0}, until = bench_wall_ns() + (int64_t)(seconds * 1e9);
+static void measure(rig_t *r, double seconds, double *ns) {
+  int64_t spent[WAYS] = {0}, until = bench_wall_ns() + (int64_t)(seconds * 1e9);
   long n = 0;
   for (; bench_wall_ns() < until; n += BLOCK)
-    for (int w = 0; w < ways; w++) {
+    for (int w = 0; w < WAYS; w++) {
       int64_t t0 = bench_wall_ns();
       for (int i = 0; i < BLOCK; i++) one(r, w);
       spent[w] += bench_wall_ns() - t0;
     }
-  for (int w = 0; w < ways; w++) ns[w] = (double)spent[w] / (double)n;
+  for (int w = 0; w < WAYS; w++) ns[w] = (double)spent[w] / (double)n;
 }
 
 static int cmp(const void *x, const void *y) {
@@ -165,8 +166,7 @@ int main(int argc, char **argv) {
   int rounds = argc > 2 ? atoi(argv[2]) : 5;
   if (rounds < 5) rounds = 5;
   if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
-  static const char *const names[] = {"page", "store", "lmdb", "log", "lmdb_log"};
-  enum { WAYS = 5 };
+  static const char *const names[WAYS] = {"page", "store", "lmdb", "log", "lmdb_log"};
   double ratio[WAYS][MAX_ROUNDS];
   char load[64];
   bench_load(load, sizeof load);
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
     resv_store_t *s = bench_open_file(store_dir, RESV_SYNC_DISK, 60000);
     r.type = bench_type(s, "redo");
     double ns[WAYS];
-    measure(&r, WAYS, seconds, ns);
+    measure(&r, seconds, ns);
     printf("round %d: ns a commit:", round);
     for (int w = 0; w < WAYS; w++) {
       ratio[w][round] = ns[w] / ns[0];
