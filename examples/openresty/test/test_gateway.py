@@ -46,6 +46,33 @@ def statuses(answers):
     return sorted(status for status, _ in answers)
 
 
+def sign_up_while(gw, disturb, sign_up, threads=4):
+    """Calls sign_up(t, i) for i = 0, 1, ... in each of `threads` threads t
+    until disturb() returns; then, once nginx has all its workers, 20
+    sign-ups of new pairs. Returns their statuses and the error log."""
+    stop = [False]
+
+    def loop(t):
+        i = 0
+        while not stop[0]:
+            sign_up(t, i)
+            i += 1
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        loops = [pool.submit(loop, t) for t in range(threads)]
+        try:
+            disturb()
+        finally:
+            stop[0] = True
+        for f in loops:
+            f.result()
+    deadline = time.monotonic() + 10
+    while len(gw.worker_pids()) < gw.workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    after = [gw.signup(fresh('s') + '@example.com', fresh('s'))[0] for _ in range(20)]
+    return after, gw.log()
+
+
 class FailPoint:
     """MongoDB's failCommand fail point on the commands a reservation writes
     with (findAndModify for one key, update for several), on while in use."""
@@ -145,34 +172,26 @@ class FileStore(unittest.TestCase):
         for sync in ('disk', 'process'):
             store = os.path.join(self.dir, sync)
             with Gateway(path=store, workers=4, sync=sync) as gw:
-                answers, stop = [], [False]
+                answers = []
 
-                def sign_up_until_stopped():
-                    while not stop[0]:
-                        tag = uuid.uuid4().hex
-                        answers.append(gw.signup('r-%s@example.com' % tag, 'r-' + tag))
+                def sign_up(t, i):
+                    tag = uuid.uuid4().hex
+                    answers.append(gw.signup('r-%s@example.com' % tag, 'r-' + tag))
 
-                with concurrent.futures.ThreadPoolExecutor(4) as pool:
-                    writers = [pool.submit(sign_up_until_stopped) for _ in range(4)]
-                    try:
-                        for _ in range(5):
-                            old = set(gw.worker_pids())
-                            gw.proc.send_signal(signal.SIGHUP)
-                            deadline = time.monotonic() + 10
-                            while time.monotonic() < deadline:
-                                now = set(gw.worker_pids())
-                                if len(now) == 4 and not now & old:
-                                    break
-                                time.sleep(0.05)
-                            self.assertFalse(set(gw.worker_pids()) & old, sync)
-                            time.sleep(0.3)  # the new workers serve, and write
-                    finally:
-                        stop[0] = True
-                    for w in writers:
-                        w.result()
-                after = [gw.signup(fresh('s') + '@example.com', fresh('s'))[0]
-                         for _ in range(20)]
-                log = gw.log()
+                def reload_5_times():
+                    for _ in range(5):
+                        old = set(gw.worker_pids())
+                        gw.proc.send_signal(signal.SIGHUP)
+                        deadline = time.monotonic() + 10
+                        while time.monotonic() < deadline:
+                            now = set(gw.worker_pids())
+                            if len(now) == 4 and not now & old:
+                                break
+                            time.sleep(0.05)
+                        self.assertFalse(set(gw.worker_pids()) & old, sync)
+                        time.sleep(0.3)  # the new workers serve, and write
+
+                after, log = sign_up_while(gw, reload_5_times, sign_up)
             self.assertGreater(len(answers), 20, sync)
             self.assertEqual([], [a for a in answers if a[0] != 201][:3], sync)
             self.assertEqual([201] * 20, after, sync)
@@ -192,43 +211,30 @@ class FileStore(unittest.TestCase):
             store = os.path.join(self.dir, sync)
             emails = [fresh('k%d' % i) + '@example.com' for i in range(40)]
             with Gateway(path=store, workers=4, sync=sync) as gw:
-                answers, cut, stop = [], [0], [False]
+                answers, cut, kills = [], [0], [0]
 
-                def sign_up_until_stopped(n):
-                    i = n
-                    while not stop[0]:  # every other one a new e-mail: writes
-                        email = emails[i % len(emails)] if i % 2 else fresh('n') + '@x.org'
-                        i += 7
-                        try:
-                            status, body = gw.signup(email, fresh('k'))
-                        except (ConnectionError, http.client.HTTPException):
-                            cut[0] += 1  # its worker was killed under it
-                            continue
-                        answers.append((email, status, body))
-
-                kills = 0
-                with concurrent.futures.ThreadPoolExecutor(4) as pool:
-                    writers = [pool.submit(sign_up_until_stopped, n) for n in range(4)]
+                def sign_up(t, i):
+                    j = t + 7 * i  # every other one a new e-mail: writes
+                    email = emails[j % len(emails)] if j % 2 else fresh('n') + '@x.org'
                     try:
-                        until = time.monotonic() + 6
-                        while time.monotonic() < until:
-                            pids = gw.worker_pids()
-                            if pids:
-                                os.kill(pids[kills % len(pids)], signal.SIGKILL)
-                                kills += 1
-                            time.sleep(0.1)
-                    finally:
-                        stop[0] = True
-                    for w in writers:
-                        w.result()
-                deadline = time.monotonic() + 10
-                while len(gw.worker_pids()) < 4 and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                after = [gw.signup(fresh('s') + '@example.com', fresh('s'))[0]
-                         for _ in range(20)]
-                log = gw.log()
-            upstream_cut = [a for a in answers
-                            if a[1] == 502 and a[2].get('error') == 'account service failed']
+                        status, body = gw.signup(email, fresh('k'))
+                    except (ConnectionError, http.client.HTTPException):
+                        cut[0] += 1  # its worker was killed under it
+                        return
+                    answers.append((email, status, body))
+
+                def kill_one_every_100_ms_for_6_s():
+                    until = time.monotonic() + 6
+                    while time.monotonic() < until:
+                        pids = gw.worker_pids()
+                        if pids:
+                            os.kill(pids[kills[0] % len(pids)], signal.SIGKILL)
+                            kills[0] += 1
+                        time.sleep(0.1)
+
+                after, log = sign_up_while(gw, kill_one_every_100_ms_for_6_s, sign_up)
+            upstream_cut = [a for a in answers if a[1] == 502 and isinstance(a[2], dict)
+                            and a[2].get('error') == 'account service failed']
             odd = [a for a in answers if a[1] not in (201, 409) and a not in upstream_cut]
             self.assertEqual([], odd[:3], sync)
             won = [a[0] for a in answers if a[1] == 201 and a[0] in emails]
@@ -240,7 +246,7 @@ class FileStore(unittest.TestCase):
             self.assertNotIn('cannot open the store', log, sync)
             sys.stderr.write('  %s: %d workers killed, %d answers (%d new e-mails), %d cut, '
                              '%d 502 (account service cut)\n'
-                             % (sync, kills, len(answers),
+                             % (sync, kills[0], len(answers),
                                 sum(a[0] not in emails for a in answers), cut[0],
                                 len(upstream_cut)))
 
