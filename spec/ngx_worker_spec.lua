@@ -285,6 +285,23 @@ describe("resv.ngx's helpers", function()
     os.execute("rm -rf " .. dir .. " " .. kept)
   end)
 
+  it("tries again a path whose parent is not there yet (a volume mounted after nginx)", function()
+    local parent = os.tmpname()
+    os.remove(parent)
+    local dir = parent .. "/store"
+    local s, err = resv_ngx.open_in_worker({ path = dir, sync = "process" }, { metrics = false })
+    assert.is_nil(s)
+    assert.matches("^invalid: path: cannot make the directory " .. dir:gsub("%p", "%%%0"), err)
+    assert.equal(1, #n.timers)
+    assert(os.execute("mkdir " .. parent))
+    table.remove(n.timers).fn(false)
+    local opened = assert(resv_ngx.store())
+    stores[#stores + 1] = opened
+    assert.matches("opened the store, which did not open before: invalid: path: ", n.logs[#n.logs])
+    assert.equal("resv.store: resv store (file " .. dir .. ", sync=process)", tostring(opened))
+    os.execute("rm -rf " .. parent)
+  end)
+
   it("does not try again invalid options, a worker that exits, or with retry = false", function()
     assert.is_nil(resv_ngx.open_in_worker({ uri = "not a uri" }))
     assert.equal(0, #n.timers)

@@ -77,6 +77,14 @@ local function try_open(options, dict, every)
   return s
 end
 
+-- Whether an open that failed with err may open later: every failure but
+-- an invalid option. A path the store cannot use yet is tried again: its
+-- parent not made or mounted yet, a directory not the worker's to write
+-- (invalid: path: ...), which an operator may fix without a reload.
+local function tried_again(err)
+  return sub(err, 1, 8) ~= "invalid:" or sub(err, 1, 14) == "invalid: path:"
+end
+
 -- A store that did not open is tried again from a timer, after `delay`
 -- seconds, then twice as long each time up to RETRY_MOST, until it opens
 -- or the worker exits (a reload, a quit). A failure is logged when its
@@ -108,8 +116,9 @@ end
 -- seconds before the first try again when it does not open (1; false:
 -- never). Logs why when it cannot open; store() and type() then answer that
 -- error, until a try again opens it (every failure but invalid options is
--- tried again: a directory not there yet, a damaged store until resv
--- recover moves it aside, a writer holding the gate past the deadline).
+-- tried again, see tried_again: a directory not there yet or not the
+-- worker's to write, a damaged store until resv recover moves it aside, a
+-- writer holding the gate past the deadline).
 -- Returns the store, or nil, err.
 function _M.open_in_worker(options, opts)
   opts = opts or {}
@@ -136,7 +145,7 @@ function _M.open_in_worker(options, opts)
     return s
   end
   ngx.log(ngx.ERR, "resv: cannot open the store: ", err)
-  if delay and sub(err, 1, 8) ~= "invalid:" then
+  if delay and tried_again(err) then
     local copy = options -- as it is now: the caller may change its table later
     if type(options) == "table" then
       copy = {}
