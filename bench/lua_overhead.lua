@@ -8,7 +8,8 @@
 -- again, conflict; 5 rounds on fresh types, medians), through
 -- users:reserve, outside any coroutine (resv_call) and in a resv.spawn
 -- coroutine (resv_submit; the memory store answers as it is submitted, so
--- nothing yields), each answer made into its table. Prints ns per call,
+-- nothing yields), each answer made into its table and kept, each pass
+-- charged for collecting its garbage (bench/nginx/charged.lua). Prints ns per call,
 -- the extra over C in microseconds and the ratio. Goal: < 3 us extra.
 -- mongo: 16 spawned coroutines (IN_FLIGHT) reserving in turn on MongoDB,
 -- so every call submits, yields and is resumed by resv.run; process CPU
@@ -17,6 +18,9 @@
 -- calling thread's count per call does not move with how many answers one
 -- wake-up finds.
 local resv = require "resv"
+-- bench/nginx's helpers: the clock, and a pass charged for its garbage.
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/nginx/?.lua;" .. package.path
+local charged = require "charged"
 
 local mode = arg[1]
 local ROUNDS = 5
@@ -28,24 +32,12 @@ local function median(t)
   return (t[n / 2] + t[n / 2 + 1]) / 2
 end
 
-local function now_ns()
-  -- os.clock is CPU time; wall time comes from the store's monotonic view
-  -- through ffi, kept simple: clock_gettime via ffi.
-  return 0
-end
-
+-- The monotonic clock (bench/nginx/clock.lua, which declares clock_gettime
+-- and its struct for both clocks here).
 local ffi = require "ffi"
-ffi.cdef [[
-typedef struct bench_timespec { long tv_sec; long tv_nsec; } bench_timespec;
-int clock_gettime(int clk, bench_timespec *ts);
-]]
-local ts = ffi.new("bench_timespec")
-local CLOCK_MONOTONIC = 1
+local now_ns = require "clock"
+local ts = ffi.new("bench_clock_timespec")
 local CLOCK_THREAD_CPUTIME_ID = 3
-now_ns = function()
-  ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
-  return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
-end
 -- The CPU of this thread alone (the dispatcher threads' is the same work
 -- whoever calls): what the Lua layer adds shows here without their noise.
 local function thread_cpu_ns()
@@ -72,8 +64,14 @@ local function pass(users, keys, owner, expect)
     if not r or r.status ~= expect then
       error("reserve: " .. tostring(err or r.status) .. ", expected " .. expect)
     end
+    charged.kept[i % charged.KEPT] = r
   end
   return (now_ns() - t0) / n
+end
+
+-- A memory pass: its answers kept, its garbage's collection charged.
+local function charged_pass(users, keys, owner, expect)
+  return charged.pass(#keys, pass, users, keys, owner, expect)
 end
 
 local function line(what, ns, c_ns)
@@ -90,14 +88,14 @@ if mode == "memory" then
   local r = { new = {}, again = {}, conflict = {}, snew = {}, sagain = {}, sconflict = {} }
   for round = 1, ROUNDS do
     local users = assert(store:type("bench", "call" .. round))
-    r.new[round] = pass(users, keys, OWNER, "reserved")
-    r.again[round] = pass(users, keys, OWNER, "reserved")
-    r.conflict[round] = pass(users, keys, OTHER, "conflict")
+    r.new[round] = charged_pass(users, keys, OWNER, "reserved")
+    r.again[round] = charged_pass(users, keys, OWNER, "reserved")
+    r.conflict[round] = charged_pass(users, keys, OTHER, "conflict")
     local spawned = assert(store:type("bench", "spawn" .. round))
     resv.spawn(function()
-      r.snew[round] = pass(spawned, keys, OWNER, "reserved")
-      r.sagain[round] = pass(spawned, keys, OWNER, "reserved")
-      r.sconflict[round] = pass(spawned, keys, OTHER, "conflict")
+      r.snew[round] = charged_pass(spawned, keys, OWNER, "reserved")
+      r.sagain[round] = charged_pass(spawned, keys, OWNER, "reserved")
+      r.sconflict[round] = charged_pass(spawned, keys, OTHER, "conflict")
     end)
     assert(resv.run())
   end

@@ -3,8 +3,8 @@
 --
 -- GET /run?n=KEYS&rounds=R runs R rounds; each round, on fresh state (new
 -- memory stores, closed at the round's end; the dict flushed and its
--- expired items freed; each pass charged for collecting its garbage, and
--- each answer kept, as pass() and KEPT below say):
+-- expired items freed; each answer kept and each pass charged for
+-- collecting its garbage, as bench/nginx/charged.lua says):
 --   dict add, new keys        dict:add(key, owner)        -> true
 --   resv reserve, new keys    users:reserve(key, owner)   -> "reserved"
 --   dict add, existing keys   dict:add(key, other owner)  -> false, "exists"
@@ -86,12 +86,9 @@ local function dict_pass(dict, names, value, expect)
   return (now_ns() - t0) / n
 end
 
--- Each answer is kept (the last KEPT of a pass) as a caller keeps what it
--- reads: an answer only read for its status, in the loop that made it,
--- is not made at all by LuaJIT's allocation sinking, and the pass would
--- time tables no caller gets.
-local KEPT = 64
-local kept = {}
+-- Each pass keeps its answers and is charged for its garbage (charged.lua).
+local charged = require "charged"
+local KEPT, kept = charged.KEPT, charged.kept
 
 local function resv_pass(users, keys, owner, expect, opts)
   local n = #keys
@@ -116,33 +113,8 @@ local function all_pass(users, key_pairs, owner)
   return (now_ns() - t0) / n
 end
 
--- A pass's time a call, with the collection of its garbage. It starts on
--- a collected heap (the garbage of the pass before is not its own) and
--- runs with the collector stopped; then a full collection is timed, less
--- the fastest of three right after it (the live heap alone: the bench's
--- keys, the same for every pass), and that cost is shared among the
--- pass's calls. Left
--- running, the collector would charge a pass by where its cycles fall: a
--- pass of fresh reserves (360 bytes a call) ended before its first cycle
--- over the bench's 100,000 keys, a reserve_all's (920 bytes) ran one or
--- two. What is charged is freeing the garbage; a worker whose collector
--- also walks a large live heap pays more for each byte.
-local function collect_ns()
-  local t0 = now_ns()
-  collectgarbage()
-  return now_ns() - t0
-end
-
 local function pass(fn, on, inputs, ...)
-  collectgarbage()
-  collectgarbage("stop")
-  local ns = fn(on, inputs, ...)
-  local with = collect_ns()
-  local alone = math.min(collect_ns(), collect_ns(), collect_ns())
-  local garbage = math.max(0, with - alone)
-  collectgarbage("restart")
-  for i = 0, KEPT - 1 do kept[i] = nil end
-  return ns + garbage / #inputs
+  return charged.pass(#inputs, fn, on, inputs, ...)
 end
 
 local rounds_done = 0
