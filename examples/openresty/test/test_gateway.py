@@ -73,6 +73,17 @@ def sign_up_while(gw, disturb, sign_up, threads=4):
     return after, gw.log()
 
 
+def signs_up_again(gw, seconds=20):
+    """Signs up new pairs, one every 50 ms, until 10 in a row answer 201 or
+    `seconds` pass (workers whose store opens again on its own). Returns
+    the statuses and the error log."""
+    answers, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline and answers[-10:] != [201] * 10:
+        answers.append(gw.signup(fresh('a') + '@example.com', fresh('a'))[0])
+        time.sleep(0.05)
+    return answers, gw.log()
+
+
 class FailPoint:
     """MongoDB's failCommand fail point on the commands a reservation writes
     with (findAndModify for one key, update for several), on while in use."""
@@ -312,11 +323,7 @@ class FileStore(unittest.TestCase):
                                   '--json', 'recover'], env=env, check=True, text=True,
                                  stdout=subprocess.PIPE, timeout=60).stdout
             self.addCleanup(shutil.rmtree, json.loads(out)['kept'], ignore_errors=True)
-            answers, deadline = [], time.monotonic() + 20
-            while time.monotonic() < deadline and answers[-10:] != [201] * 10:
-                answers.append(gw.signup(fresh('ida') + '@example.com', fresh('ida'))[0])
-                time.sleep(0.05)
-            log = gw.log()
+            answers, log = signs_up_again(gw)
         self.assertEqual([201] * 10, answers[-10:], answers)
         self.assertEqual(2, log.count('opened the store, which did not open before'), log)
 
@@ -335,11 +342,7 @@ class FileStore(unittest.TestCase):
             self.assertEqual(503, status, body)
             self.assertIn('invalid: path: ', body['detail'])
             os.chmod(self.dir, 0o755)
-            answers, deadline = [], time.monotonic() + 20
-            while time.monotonic() < deadline and answers[-10:] != [201] * 10:
-                answers.append(gw.signup(fresh('ivy') + '@example.com', fresh('ivy'))[0])
-                time.sleep(0.05)
-            log = gw.log()
+            answers, log = signs_up_again(gw)
         self.assertEqual([201] * 10, answers[-10:], answers)
         self.assertEqual(2, log.count('opened the store, which did not open before'), log)
 
