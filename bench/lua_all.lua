@@ -11,12 +11,12 @@
 -- and the ratios to one reserve and to two. Nothing here fails on a figure.
 local resv = require "resv"
 local ffi = require "ffi"
+-- bench/nginx's helpers: charged.kept below, and clock.lua, which declares
+-- clock_gettime and its struct for the thread's clock here too.
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/nginx/?.lua;" .. package.path
+local charged = require "charged"
 
-ffi.cdef [[
-typedef struct bench_all_timespec { long tv_sec; long tv_nsec; } bench_all_timespec;
-int clock_gettime(int clk, bench_all_timespec *ts);
-]]
-local ts = ffi.new("bench_all_timespec")
+local ts = ffi.new("bench_clock_timespec")
 local CLOCK_THREAD_CPUTIME_ID = 3
 local function cpu_ns()
   ffi.C.clock_gettime(CLOCK_THREAD_CPUTIME_ID, ts)
@@ -55,14 +55,10 @@ local WAYS = {
     end },
 }
 
--- Each answer is kept (the last KEPT of a round), as a caller keeps what
--- it reads: an answer only read for its status in the loop that made it
--- is not made at all (LuaJIT sinks the allocation), and the round would
--- time tables no caller gets. The collector runs as it would in a host:
--- the keys are made in the loop, so the live heap stays small and each
--- round runs many cycles.
-local KEPT = 64
-local kept = {}
+-- Each answer is kept (bench/nginx/charged.lua says why). The collector
+-- runs as it would in a host: the keys are made in the loop, so the live
+-- heap stays small and each round runs many cycles.
+local KEPT, kept = charged.KEPT, charged.kept
 
 local function round(way)
   serial = serial + 1
