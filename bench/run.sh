@@ -56,6 +56,9 @@ fi
 # 3e. The FFI crossings of one call, per way of waiting (counted, not timed).
 run "$LUAJIT" bench/lua_crossings.lua 200
 
+# 4, first: the bytes of Lua heap an answer takes (kept, dropped, into a table).
+run "$LUAJIT" bench/lua_answers.lua 100000
+
 # 4. The memory store in nginx against ngx.shared.DICT:add.
 run bench/nginx_embedded.sh 100000 15
 
