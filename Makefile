@@ -283,7 +283,11 @@ test-layout: $(LIB_OBJ)
 # A suite that needs no emulator belongs in CHECK_SUITES.
 CHECK_SUITES := validate,rules_memory,rules_all,rules_model,pool,job,memory,mongo_decode,mongo_build,mongo_inplace,mongo_log,rules_file,file_store,file_diff,file_records,file_integrity
 .PHONY: check test-docs test-docs-offline
-check: all $(O)/resv_tests
+# It installs the test tools first when missing (a fresh machine), then builds.
+check: test-deps
+	@$(MAKE) --no-print-directory check-run
+.PHONY: check-run
+check-run: all $(O)/resv_tests
 	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests
 	env -u RESV_TEST_URI LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  $(LUAJIT) /usr/bin/busted >$(O)/check-busted.log 2>&1 \
