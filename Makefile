@@ -91,11 +91,16 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# The test-only packages come with every target that runs tests.
-.PHONY: test-deps
+# The test-only packages come with every target that runs tests. A target
+# that builds with them (check, valgrind, stress, fuzz, bench) installs
+# first and builds in a second make (its -run target): on a fresh machine,
+# and under -j, nothing compiles before its headers are there.
+.PHONY: test-deps check-run valgrind-run stress-run fuzz-run bench-run
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
-test asan tsan valgrind model: test-deps
+test asan tsan model: test-deps
+check valgrind stress fuzz: test-deps
+	@$(MAKE) --no-print-directory $@-run
 
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -196,7 +201,7 @@ tsan: deps
 # --fair-sched=yes: valgrind runs one thread at a time, and its default lock
 # lets threads that never block starve the rest (its manual, "--fair-sched");
 # the stress suite's eight workers kept its main thread from stopping them.
-valgrind: deps $(O)/resv_tests
+valgrind-run: $(O)/resv_tests
 	CK_FORK=no RESV_TEST_SLOW=1 scripts/with-mongo valgrind --error-exitcode=1 \
 	  --fair-sched=yes --child-silent-after-fork=yes \
 	  --leak-check=full --show-leak-kinds=definite,indirect,possible \
@@ -221,7 +226,7 @@ $(FUZZ_O)/fuzz_%: fuzz/fuzz_%.c $(HEADERS) $(FUZZ_SRC_decode) $(FUZZ_SRC_record)
 # Each target for FUZZ_SECONDS, from fuzz/corpus/<target>; what it finds
 # goes to $(FUZZ_O)/corpus/<target>, a crash to $(FUZZ_O)/crash-<target>-*
 # (copy it into fuzz/regress/<target>/ once fixed).
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_O)/fuzz_%)
+fuzz-run: $(FUZZ_TARGETS:%=$(FUZZ_O)/fuzz_%)
 	for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_O)/corpus/$$t && \
 	  $(FUZZ_O)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_O)/crash-$$t- $(FUZZ_O)/corpus/$$t fuzz/corpus/$$t \
@@ -239,7 +244,7 @@ test-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_O)/fuzz_%)
 # The stress runs for STRESS_MS on each store (make test runs them for
 # 1.5 s): the C suite (threads) and the Lua spec (coroutines).
 STRESS_MS ?= 60000
-stress: $(O)/resv_tests $(O)/libresv.so
+stress-run: $(O)/resv_tests $(O)/libresv.so
 	RESV_STRESS_MS=$(STRESS_MS) CK_RUN_SUITE=stress scripts/with-mongo $(O)/resv_tests
 	RESV_STRESS_MS=$(STRESS_MS) LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
 	  scripts/with-mongo $(LUAJIT) /usr/bin/busted spec/stress_spec.lua
@@ -283,10 +288,6 @@ test-layout: $(LIB_OBJ)
 # A suite that needs no emulator belongs in CHECK_SUITES.
 CHECK_SUITES := validate,rules_memory,rules_all,rules_model,pool,job,memory,mongo_decode,mongo_build,mongo_inplace,mongo_log,rules_file,file_store,file_diff,file_records,file_integrity
 .PHONY: check test-docs test-docs-offline
-# It installs the test tools first when missing (a fresh machine), then builds.
-check: test-deps
-	@$(MAKE) --no-print-directory check-run
-.PHONY: check-run
 check-run: all $(O)/resv_tests
 	RESV_SUITES=$(CHECK_SUITES) env -u RESV_TEST_URI $(O)/resv_tests
 	env -u RESV_TEST_URI LUA_CPATH="$(O)/?.so;;" LUA_PATH="lua/?.lua;lua/?/init.lua;;" \
@@ -397,9 +398,11 @@ $(O)/bench/rivals: LIBS_ALL += -lhiredis -lsqlite3
 # What only the benchmarks need: wrk drives the gateway, gnuplot draws.
 BENCH_PACKAGES := wrk gnuplot-nox curl libsqlite3-dev
 bench-deps:
-	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES) $(BENCH_PACKAGES)"
 
-bench: bench-deps $(BENCH_BIN) $(O)/libresv.so
+bench: bench-deps
+	@$(MAKE) --no-print-directory bench-run
+bench-run: $(BENCH_BIN) $(O)/libresv.so
 	O=$(O) LUAJIT=$(LUAJIT) PYTHON=$(PYTHON) bench/run.sh
 
 # ---- demo -------------------------------------------------------------
