@@ -92,9 +92,10 @@ deps:
 	fi
 
 # The test-only packages come with every target that runs tests. A target
-# that builds with them (check, valgrind, stress, fuzz, bench) installs
-# first and builds in a second make (its -run target): on a fresh machine,
-# and under -j, nothing compiles before its headers are there.
+# that builds with them (check, valgrind, stress, fuzz, bench; demo with
+# deps) installs first and builds in a second make (its -run target): on
+# a fresh machine, and under -j, nothing compiles before its headers are
+# there.
 .PHONY: test-deps check-run valgrind-run stress-run fuzz-run bench-run
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
@@ -411,7 +412,10 @@ bench-run: $(BENCH_BIN) $(O)/libresv.so
 # loopback, and a race of sign-ups against it: on the file store with four
 # workers (a fresh directory under the build folder),
 # or on MongoDB with `make demo MONGODB_URI=mongodb://...`.
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory demo-run
+.PHONY: demo-run
+demo-run: all
 	RESV_BUILD=$(O) $(PYTHON) examples/openresty/demo.py --uri '$(MONGODB_URI)'
 
 # ---- install ----------------------------------------------------------
