@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -508,7 +509,8 @@ end""")
         self.assertEqual(list(doc["owner"].items()), [("tenant_id", "t1"), ("id", "u1")])
 
     def test_copy_draws_a_progress_bar_on_a_terminal_only(self):
-        cmd = " ".join([RESV, "copy", "--from", self.file.dir, "--to", self.back.dir])
+        # Quoted for the shell of script(1): a checkout may sit in a path with spaces.
+        cmd = shlex.join([RESV, "copy", "--from", self.file.dir, "--to", self.back.dir])
         # Bytes: text mode would turn the bar's carriage returns into newlines.
         p = subprocess.run(["script", "-qec", cmd, "/dev/null"], env=ENV, cwd=ROOT,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
