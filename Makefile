@@ -92,15 +92,15 @@ deps:
 	fi
 
 # The test-only packages come with every target that runs tests. A target
-# that builds with them (check, valgrind, stress, fuzz, bench; demo with
-# deps) installs first and builds in a second make (its -run target): on
-# a fresh machine, and under -j, nothing compiles before its headers are
-# there.
-.PHONY: test-deps check-run valgrind-run stress-run fuzz-run bench-run
+# that builds with them (check, valgrind, stress, fuzz, model, bench; demo
+# with deps) installs first and builds in a second make (its -run
+# target): on a fresh machine, and under -j, nothing compiles before its
+# headers are there (scripts/check-make-order checks it).
+.PHONY: test-deps check-run valgrind-run stress-run fuzz-run model-run bench-run
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
-test asan tsan model: test-deps
-check valgrind stress fuzz: test-deps
+test asan tsan: test-deps
+check valgrind stress fuzz model: test-deps
 	@$(MAKE) --no-print-directory $@-run
 
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
@@ -256,7 +256,7 @@ stress-run: $(O)/resv_tests $(O)/libresv.so
 # caught, then MODEL_TRACES random traces of the model replayed against
 # the memory store (model/README.md). make test runs a small size.
 MODEL_TRACES ?= 200
-model: deps $(O)/model/replay
+model-run: $(O)/model/replay
 	MODEL_O=$(O)/model model/check.sh
 	model/replay.sh $(O)/model/replay $(MODEL_TRACES)
 
@@ -281,6 +281,7 @@ test-lua: $(O)/libresv.so $(O)/resv_freeze
 # reads (-M) and the calls between the objects (nm), against the table.
 test-layout: $(LIB_OBJ)
 	@$(PYTHON) scripts/check-layout '$(CC)' '$(CFLAGS_ALL)' $(O)
+	@$(PYTHON) scripts/check-make-order
 
 # ---- make check: the inner loop (no server, no emulator) ----------------
 # The build, the C suites that need no MongoDB, the Lua specs on the
