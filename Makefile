@@ -92,15 +92,19 @@ deps:
 	fi
 
 # The test-only packages come with every target that runs tests. A target
-# that builds with them (check, valgrind, stress, fuzz, model, bench; demo
-# with deps) installs first and builds in a second make (its -run
-# target): on a fresh machine, and under -j, nothing compiles before its
-# headers are there (scripts/check-make-order checks it).
-.PHONY: test-deps check-run valgrind-run stress-run fuzz-run model-run bench-run
+# that builds (check, valgrind, stress, fuzz and model after test-deps,
+# bench after bench-deps, demo after deps) installs first, then builds in
+# a second make (its -run target): on a fresh machine, and under -j,
+# nothing compiles before its headers are there (scripts/check-make-order
+# checks it).
+.PHONY: test-deps check-run valgrind-run stress-run fuzz-run model-run bench-run demo-run
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
 test asan tsan: test-deps
 check valgrind stress fuzz model: test-deps
+bench: bench-deps
+demo: deps
+check valgrind stress fuzz model bench demo:
 	@$(MAKE) --no-print-directory $@-run
 
 $(O)/obj/%.o: csrc/%.c $(HEADERS)
@@ -402,8 +406,6 @@ BENCH_PACKAGES := wrk gnuplot-nox curl libsqlite3-dev
 bench-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES) $(BENCH_PACKAGES)"
 
-bench: bench-deps
-	@$(MAKE) --no-print-directory bench-run
 bench-run: $(BENCH_BIN) $(O)/libresv.so
 	O=$(O) LUAJIT=$(LUAJIT) PYTHON=$(PYTHON) bench/run.sh
 
@@ -413,9 +415,6 @@ bench-run: $(BENCH_BIN) $(O)/libresv.so
 # loopback, and a race of sign-ups against it: on the file store with four
 # workers (a fresh directory under the build folder),
 # or on MongoDB with `make demo MONGODB_URI=mongodb://...`.
-demo: deps
-	@$(MAKE) --no-print-directory demo-run
-.PHONY: demo-run
 demo-run: all
 	RESV_BUILD=$(O) $(PYTHON) examples/openresty/demo.py --uri '$(MONGODB_URI)'
 
