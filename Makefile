@@ -100,8 +100,7 @@ deps:
 .PHONY: test-deps check-run valgrind-run stress-run fuzz-run model-run bench-run demo-run
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_PACKAGES) $(TEST_PACKAGES)"
-test asan tsan: test-deps
-check valgrind stress fuzz model: test-deps
+test asan tsan check valgrind stress fuzz model: test-deps
 bench: bench-deps
 demo: deps
 check valgrind stress fuzz model bench demo:
@@ -137,7 +136,8 @@ $(O)/resv_freeze: csrc/test/tools/freeze_committer.c $(O)/libresv.a
 
 # ---- tests ------------------------------------------------------------
 
-test: deps
+# test, asan and tsan install the test tools first (test-deps, above).
+test:
 	$(MAKE) test-layout test-c test-crash test-mongos test-emulator test-spectests test-lua test-nginx test-tarantool test-hosts test-install test-cli test-docs test-fuzz asan test-model
 
 # The C suite runs against MONGODB_URI when set, else a fresh emulator;
@@ -192,12 +192,12 @@ test-spectests:
 	$(PYTHON) emulator/spectests/run.py
 	$(PYTHON) emulator/spectests/run.py --replset
 
-asan: deps
+asan:
 	$(MAKE) O=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" OPT="-O1 -g" test-c
 
 # die_after_fork=0: the fork tests' children open file stores, and one with
 # sync = "process" starts its checkpoint thread.
-tsan: deps
+tsan:
 	TSAN_OPTIONS="suppressions=$(CURDIR)/csrc/test/tsan.supp die_after_fork=0 $$TSAN_OPTIONS" \
 	  $(MAKE) O=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" test-c
 
